@@ -1,0 +1,96 @@
+// Plain, validated configuration structs. Produced by config/yaml_loader.cc
+// (the only yaml-cpp user) or built by hand in code and tests.
+//
+// Units are in the names: *_bytes are bytes, fractions are 0..1. Every field
+// has the documented default below; README.md "Configuration reference" is the
+// user-facing table of the same keys.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spillway {
+
+enum class TierKind : unsigned char { kGpu, kHost, kFile };
+enum class Medium : unsigned char { kUnspecified, kNvme, kSsd, kHdd, kNfs };
+// Values are part of the on-disk format (record header codec byte): never change them.
+enum class CodecKind : unsigned char { kNone = 0, kZstd = 1, kLz4 = 2 };
+enum class GpuMemory : unsigned char { kDevice, kManaged };
+enum class IoEngine : unsigned char { kAuto, kUring, kPosix };
+
+const char* TierKindName(TierKind k);
+const char* MediumName(Medium m);
+const char* CodecKindName(CodecKind c);
+
+struct Watermarks {
+  double high = 0.90;  // mover starts demoting above this fraction of capacity
+  double low = 0.75;   // ... and stops once usage is at or below this
+};
+
+struct CodecConfig {
+  CodecKind kind = CodecKind::kNone;
+  // zstd: compression level -7..22 (default 3). lz4: acceleration >= 1 (default 1).
+  int level = 0;
+  // Data that does not shrink by at least this fraction is stored raw.
+  double min_savings = 0.10;
+  // Objects larger than this are encoded in independent chunks (parallel, streamed).
+  uint64_t chunk_bytes = 1ull << 20;
+};
+
+struct IoConfig {
+  bool direct = true;            // O_DIRECT when the filesystem allows it
+  uint32_t queue_depth = 32;     // requests kept in flight per batch
+  IoEngine engine = IoEngine::kAuto;  // auto: io_uring, falling back to POSIX
+  uint64_t segment_bytes = 256ull << 20;  // size a segment file grows to before a new one
+  uint64_t block_bytes = 1ull << 20;      // largest single write request
+};
+
+struct TierConfig {
+  std::string name;
+  TierKind kind = TierKind::kHost;
+  // Resolved capacity in bytes (percentages resolved at load time).
+  uint64_t capacity_bytes = 0;
+  std::string capacity_text;  // as written, for messages ("80%", "64GiB")
+  Watermarks watermarks;
+  CodecConfig codec;
+  // file tiers
+  Medium medium = Medium::kUnspecified;
+  std::vector<std::string> paths;  // striped; ${VAR} already expanded
+  IoConfig io;
+  bool persistent = false;     // survives restart; scratch tiers are wiped at Open
+  bool allow_symlink = false;  // accept a tier directory that is a symlink or foreign-owned
+  // gpu tiers
+  int device = 0;
+  GpuMemory memory = GpuMemory::kDevice;
+  uint64_t headroom_bytes = 0;  // demote when free device memory falls below this
+  // host tiers
+  bool pinned = true;  // page-locked when CUDA is present
+  // a tier that cannot be set up (no GPU, no CUDA) is dropped with a warning
+  bool optional = false;
+};
+
+struct PolicyConfig {
+  std::string eviction = "lru";
+  bool promote_on_read = true;
+};
+
+struct MetricsConfig {
+  std::string prometheus_file;   // textfile-collector output; empty = off
+  double dump_interval_s = 10.0;
+  std::string event_log;         // JSON lines spill event log; empty = off
+  double event_sample = 1.0;     // fraction of moves logged
+  uint32_t event_rate_limit = 1000;  // lines per second at most
+};
+
+struct Config {
+  int version = 1;
+  std::string source;   // file the config came from ("<memory>" when built in code)
+  std::string profile;  // profile applied, empty when none
+  Watermarks default_watermarks;
+  std::vector<TierConfig> tiers;  // fastest first
+  PolicyConfig policy;
+  MetricsConfig metrics;
+};
+
+}  // namespace spillway

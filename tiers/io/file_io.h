@@ -1,0 +1,111 @@
+// FileIo: every OS call spillway makes on files goes through this interface
+// (the Env of leveldb). Implementations: io_uring (uring_file_io.cc), POSIX
+// pread/pwrite (posix_file_io.cc), and FaultFileIo (fault_file_io.h), a
+// forwarding wrapper that injects failures for tests and `spillway stress`.
+//
+// Thread-safety: all methods may be called from any number of threads at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "engine/status.h"
+
+namespace spillway {
+
+// Alignment of buffers, offsets and lengths used with O_DIRECT files.
+inline constexpr size_t kIoAlign = 4096;
+
+struct FileHandle {
+  int fd = -1;
+  bool direct = false;  // opened with O_DIRECT: offsets, lengths, buffers aligned to kIoAlign
+  std::string path;
+};
+
+// One read or write in a batch. `result` is set to bytes transferred; on
+// failure the batch's Status says why and `result` is negative errno.
+struct IoRequest {
+  enum class Op : unsigned char { kRead, kWrite };
+  Op op = Op::kRead;
+  int fd = -1;
+  uint64_t offset = 0;
+  void* buf = nullptr;
+  size_t len = 0;
+  ssize_t result = 0;
+};
+
+struct OpenOptions {
+  bool create = false;     // O_CREAT (with O_EXCL when exclusive)
+  bool exclusive = false;
+  bool write = false;
+  bool try_direct = true;  // O_DIRECT, silently falling back when refused
+};
+
+class FileIo {
+ public:
+  virtual ~FileIo() = default;
+  virtual const char* name() const = 0;  // "io_uring", "posix", "fault(...)"
+
+  // Opens `path` with O_NOFOLLOW|O_CLOEXEC, mode 0600 on create.
+  virtual StatusOr<FileHandle> Open(const std::string& path, const OpenOptions& opts) = 0;
+  virtual Status Close(FileHandle& file) = 0;
+  // Runs every request, keeping up to `queue_depth` in flight; short
+  // transfers are continued. Returns the first failure (all requests are still
+  // waited for before returning, so buffers may be freed afterwards).
+  virtual Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) = 0;
+  virtual Status Sync(const FileHandle& file) = 0;  // fdatasync
+  // Frees [offset, offset+len) inside the file (FALLOC_FL_PUNCH_HOLE); NotSupported if the fs cannot.
+  virtual Status PunchHole(const FileHandle& file, uint64_t offset, uint64_t len) = 0;
+  virtual Status Truncate(const FileHandle& file, uint64_t size) = 0;
+  virtual StatusOr<uint64_t> FileSize(const FileHandle& file) = 0;
+  // Blocks allocated on disk, in bytes (st_blocks * 512).
+  virtual StatusOr<uint64_t> AllocatedBytes(const FileHandle& file) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  virtual Status CreateDir(const std::string& path) = 0;  // mkdir -p, 0700
+  virtual StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;  // names only
+  virtual Status SyncDir(const std::string& path) = 0;
+
+  // Convenience over SubmitAndWait for one request; fails on a short transfer.
+  Status Read(const FileHandle& f, uint64_t offset, void* buf, size_t len);
+  Status Write(const FileHandle& f, uint64_t offset, const void* buf, size_t len);
+};
+
+// io_uring when the kernel allows it (else POSIX), or as `engine` asks.
+std::unique_ptr<FileIo> MakeFileIo(IoEngine engine = IoEngine::kAuto);
+std::unique_ptr<FileIo> MakePosixFileIo();
+// Null with a reason when io_uring is unavailable (kernel, seccomp, rlimit).
+StatusOr<std::unique_ptr<FileIo>> MakeUringFileIo();
+
+// Forwards every call to a target; override one call to change it (tests).
+class FileIoWrapper : public FileIo {
+ public:
+  explicit FileIoWrapper(FileIo* target) : target_(target) {}
+  const char* name() const override { return target_->name(); }
+  StatusOr<FileHandle> Open(const std::string& p, const OpenOptions& o) override { return target_->Open(p, o); }
+  Status Close(FileHandle& f) override { return target_->Close(f); }
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override { return target_->SubmitAndWait(r, qd); }
+  Status Sync(const FileHandle& f) override { return target_->Sync(f); }
+  Status PunchHole(const FileHandle& f, uint64_t o, uint64_t l) override { return target_->PunchHole(f, o, l); }
+  Status Truncate(const FileHandle& f, uint64_t s) override { return target_->Truncate(f, s); }
+  StatusOr<uint64_t> FileSize(const FileHandle& f) override { return target_->FileSize(f); }
+  StatusOr<uint64_t> AllocatedBytes(const FileHandle& f) override { return target_->AllocatedBytes(f); }
+  Status Remove(const std::string& p) override { return target_->Remove(p); }
+  Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
+  StatusOr<std::vector<std::string>> ListDir(const std::string& p) override { return target_->ListDir(p); }
+  Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
+
+ protected:
+  FileIo* target() const { return target_; }
+
+ private:
+  FileIo* target_;
+};
+
+}  // namespace spillway

@@ -1,0 +1,107 @@
+// The on-disk record: how one object is laid out in a file tier's segment.
+// Documented in docs/format.md; the enum values and field offsets never change.
+//
+//   RecordHeader (64 bytes, little-endian)
+//   key bytes                      (key_len)
+//   u64 buffer sizes               (num_buffers)
+//   u32 stored chunk sizes         (num_chunks, only when kFlagChunked)
+//   payload                        (stored_size bytes)
+//   zero padding to a multiple of kRecordAlign
+//
+// header_checksum covers header bytes [0, 56); payload_checksum covers
+// everything after the header up to the end of the payload (key, tables,
+// payload), so a record is self-describing and can be found by scanning.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "engine/status.h"
+
+namespace spillway {
+
+inline constexpr uint32_t kRecordMagic = 0x52575053;  // "SPWR"
+inline constexpr uint16_t kRecordVersion = 1;
+inline constexpr size_t kRecordHeaderSize = 64;
+inline constexpr size_t kRecordAlign = 8;
+// Sanity limits checked before anything is allocated from on-disk sizes.
+inline constexpr uint32_t kMaxKeyLen = 64u << 10;
+inline constexpr uint32_t kMaxBuffers = 1u << 16;
+inline constexpr uint64_t kMaxObjectBytes = 1ull << 40;
+
+enum RecordFlags : uint8_t {
+  kFlagStoredRaw = 1,  // codec configured but payload stored raw (did not shrink)
+  kFlagChunked = 2,    // payload is num_chunks independently encoded chunks
+};
+
+struct RecordHeader {
+  uint32_t magic;
+  uint16_t version;
+  uint8_t codec;  // CodecKind
+  uint8_t flags;  // RecordFlags
+  uint32_t key_len;
+  uint32_t num_buffers;
+  uint64_t raw_size;     // sum of buffer sizes
+  uint64_t stored_size;  // payload bytes on disk
+  uint32_t chunk_bytes;  // raw bytes per chunk (last may be shorter); 0 when not chunked
+  uint32_t num_chunks;
+  uint64_t sequence;     // writer's sequence number (newest wins on recovery)
+  uint64_t payload_checksum;
+  uint64_t header_checksum;
+};
+static_assert(sizeof(RecordHeader) == kRecordHeaderSize);
+
+// An object as the caller sees it: a key and one or more byte buffers.
+struct ObjectView {
+  std::string_view key;
+  std::span<const std::span<const std::byte>> buffers;
+  uint64_t raw_size() const {
+    uint64_t n = 0;
+    for (auto& b : buffers) n += b.size();
+    return n;
+  }
+};
+
+// Upper bound of the encoded record length (including padding).
+size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, const Codec& codec,
+                     const CodecConfig& config);
+
+// Encodes `object` as a record into `out` (at least MaxRecordSize bytes) and
+// returns the record length (a multiple of kRecordAlign). Chunks are encoded
+// in parallel when the object is large.
+StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const Codec& codec,
+                              const CodecConfig& config, std::span<std::byte> out);
+
+// Parsed view of a record's header and tables (points into the input bytes).
+struct RecordInfo {
+  RecordHeader header;
+  std::string_view key;
+  std::vector<uint64_t> buffer_sizes;
+  std::vector<uint32_t> chunk_sizes;
+  size_t payload_offset = 0;  // from the start of the record
+  size_t record_size = 0;     // total, padded
+};
+
+// Validates the header (magic, version, header checksum, limits). `data` may
+// hold only the header: returns the header-only info with record_size set, so
+// the caller can read the rest. Corruption on any mismatch.
+StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data);
+
+// Parses a whole record (data.size() >= record size) and verifies the payload
+// checksum. Corruption on any mismatch or bound violation; never reads past data.
+StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data);
+
+// Decodes the payload of a parsed record into `out` (exactly raw_size bytes:
+// the buffers concatenated). `data` is the same span given to ParseRecord.
+Status DecodeRecordPayload(const RecordInfo& info, std::span<const std::byte> data,
+                           std::span<std::byte> out);
+
+// Record length for a header (padded). Assumes the header was validated.
+size_t RecordSize(const RecordHeader& h);
+
+}  // namespace spillway

@@ -1,0 +1,17 @@
+// Subcommand registration for the `spillway` tool: each tools/cmd_*.cc file
+// defines one subcommand and registers it with a static RegisterCommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace spillway::cli {
+
+// Adds a subcommand to `root`. The subcommand's callback stores the process
+// exit status in `exit_code` (0 ok, 1 failure found, 2 usage/unreadable input).
+using Registrar = void (*)(CLI::App& root, int& exit_code);
+
+struct RegisterCommand {
+  explicit RegisterCommand(Registrar r);
+};
+
+}  // namespace spillway::cli
