@@ -1,0 +1,142 @@
+// EngineCore::Demote: the mechanism that moves victims one tier down.
+//
+// Protocol (no lock is held during I/O):
+//  1. the policy picks LRU victims; under each entry's shard lock the entry is
+//     marked `moving` if it is unpinned and still in this tier;
+//  2. its bytes are read (memory tiers: no copy) and stored in the first tier
+//     below with room, as one batch so small objects share large writes;
+//  3. under the shard lock again the new location is committed only if the
+//     entry was not pinned, erased or replaced meanwhile; otherwise the new
+//     copy is dropped. The object therefore always has a readable copy, and a
+//     failed move leaves it where it was.
+#include <chrono>
+
+#include "engine/engine_core.h"
+
+namespace spillway::internal {
+namespace {
+
+constexpr size_t kMaxBatchObjects = 16384;
+
+struct Move {
+  Entry* e;
+  uint64_t version;
+  Location src;
+  BlobPtr blob;  // source bytes as host memory
+  std::vector<std::span<const std::byte>> spans;
+  uint64_t estimate = 0;  // bytes reserved in the destination
+  int dest = -1;
+  Location dst;
+  bool ok = false;
+};
+
+}  // namespace
+
+uint64_t EngineCore::Demote(int t, uint64_t bytes) {
+  if (static_cast<size_t>(t) + 1 >= tiers_.size() || bytes == 0) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Entry*> victims;
+  policy_->PickVictims(t, bytes, kMaxBatchObjects, &victims);
+  if (victims.empty()) return 0;
+
+  std::vector<Move> moves;
+  moves.reserve(victims.size());
+  for (Entry* e : victims) {
+    auto& shard = index_.ShardFor(e->key);
+    std::lock_guard<std::mutex> l(shard.mu);
+    if (e->erased || e->moving || e->tier != t || e->pins.load(std::memory_order_acquire) != 0) continue;
+    e->moving = true;
+    moves.push_back(Move{e, e->version, e->loc, nullptr, {}, 0, -1, {}, false});
+  }
+
+  // Read the sources.
+  for (Move& m : moves) {
+    auto blob = tiers_[t]->Load(m.src, m.e->key);
+    if (!blob.ok()) {
+      boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    m.blob = std::move(*blob);
+    m.blob->Spans(&m.spans);
+  }
+
+  // Reserve room below, tier by tier, demoting there first if needed.
+  for (Move& m : moves) {
+    if (!m.blob) continue;
+    ObjectView v{m.e->key, m.spans};
+    for (size_t d = t + 1; d < tiers_.size(); ++d) {
+      if (!tiers_[d]->Accepts(MemoryKind::kHost)) continue;
+      const uint64_t est = tiers_[d]->ReserveEstimate(v);
+      if (est > tiers_[d]->capacity_bytes()) continue;
+      if (ReserveWithBackpressure(static_cast<int>(d), est)) {
+        m.estimate = est;
+        m.dest = static_cast<int>(d);
+        break;
+      }
+    }
+  }
+
+  // Store each destination's objects as one batch.
+  for (size_t d = t + 1; d < tiers_.size(); ++d) {
+    std::vector<ObjectView> views;
+    std::vector<Move*> batch;
+    for (Move& m : moves) {
+      if (m.dest != static_cast<int>(d)) continue;
+      views.push_back(ObjectView{m.e->key, m.spans});
+      batch.push_back(&m);
+    }
+    if (batch.empty()) continue;
+    auto locs = tiers_[d]->Store(views);
+    if (!locs.ok()) {
+      for (Move* m : batch) tiers_[d]->Unreserve(m->estimate);
+      boundary(t, static_cast<int>(d)).failures.fetch_add(batch.size(), std::memory_order_relaxed);
+      continue;
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i]->dst = std::move((*locs)[i]);
+      batch[i]->ok = true;
+    }
+  }
+
+  // Commit or abort each move.
+  uint64_t moved = 0;
+  std::vector<uint64_t> per_dest_objs(tiers_.size()), per_dest_raw(tiers_.size()),
+      per_dest_stored(tiers_.size());
+  for (Move& m : moves) {
+    Entry* e = m.e;
+    Location old;
+    bool committed = false;
+    const uint64_t stored = m.dst.stored_bytes;
+    {
+      auto& shard = index_.ShardFor(e->key);
+      std::lock_guard<std::mutex> l(shard.mu);
+      e->moving = false;
+      if (m.ok && !e->erased && e->version == m.version && e->pins.load(std::memory_order_acquire) == 0) {
+        old = std::move(e->loc);
+        e->loc = std::move(m.dst);
+        e->tier = static_cast<int8_t>(m.dest);
+        e->version++;
+        policy_->MoveTo(e, m.dest);
+        committed = true;
+      }
+    }
+    if (committed) {
+      tiers_[t]->Free(old);
+      moved += e->raw_size;
+      per_dest_objs[m.dest]++;
+      per_dest_raw[m.dest] += e->raw_size;
+      per_dest_stored[m.dest] += stored;
+    } else if (m.ok) {
+      tiers_[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
+    }
+  }
+  const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start).count();
+  for (size_t d = t + 1; d < tiers_.size(); ++d) {
+    if (per_dest_objs[d]) boundary(t, static_cast<int>(d)).Record(per_dest_objs[d], per_dest_raw[d], per_dest_stored[d], ns);
+  }
+  for (Entry* e : victims) Unref(e);
+  return moved;
+}
+
+}  // namespace spillway::internal

@@ -1,0 +1,86 @@
+// EngineCore: the implementation behind the Engine facade. Internal: include
+// engine/engine.h instead.
+//
+// Data paths: Put places an object in the first tier that accepts it and has
+// room (demoting on the caller's thread when the mover has not kept up); Get
+// pins an entry and, for a file tier, reads, verifies and promotes it;
+// demotion (mover.cc) copies victims down and commits the new location only
+// if nobody pinned, erased or replaced the object meanwhile.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/eviction_policy.h"
+#include "engine/object_index.h"
+#include "tiers/host_tier.h"
+#include "tiers/io/file_io.h"
+
+namespace spillway::internal {
+
+class Mover;
+
+struct BoundaryCounters {
+  std::atomic<uint64_t> objects{0}, bytes{0}, stored_bytes{0}, nanos{0}, failures{0}, retries{0};
+  std::atomic<uint64_t> latency_us[kLatencyBuckets] = {};
+  void Record(uint64_t objs, uint64_t raw, uint64_t stored, uint64_t ns);
+};
+
+class EngineCore final : public Engine {
+ public:
+  EngineCore(Config config, EngineOptions options);
+  ~EngineCore() override;
+
+  Status Init();
+
+  // Engine
+  Status Put(std::string_view key, std::span<const std::span<const std::byte>> buffers,
+             const PutOptions& options) override;
+  using Engine::Put;
+  StatusOr<Handle> Get(std::string_view key, Where where) override;
+  Status Erase(std::string_view key) override;
+  bool Contains(std::string_view key) override;
+  Status Flush() override;
+  EngineStats Stats() override;
+  const Config& config() const override { return config_; }
+
+  // ---- used by Mover and Handle ----
+  size_t num_tiers() const { return tiers_.size(); }
+  Tier& tier(size_t i) { return *tiers_[i]; }
+  ObjectIndex& index() { return index_; }
+  EvictionPolicy& policy() { return *policy_; }
+  // Moves up to `bytes` out of tier `t` (LRU first) to the tiers below.
+  // Returns the raw bytes moved. Called by the mover and, under backpressure,
+  // by Put/Get on their own thread.
+  uint64_t Demote(int t, uint64_t bytes);
+  void Unpin(Entry* e);
+  void Unref(Entry* e);
+  BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
+  // Reserves `estimate` bytes in tier t, demoting synchronously if needed.
+  bool ReserveWithBackpressure(int t, uint64_t estimate);
+
+  static constexpr int kMaxTiers = 16;
+
+ private:
+  // Commits a new object into the index (replacing any previous one).
+  void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc);
+  StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
+  int FirstHostTier() const;
+
+  Config config_;
+  EngineOptions options_;
+  std::vector<std::unique_ptr<FileIo>> owned_io_;
+  std::vector<std::unique_ptr<Tier>> tiers_;
+  ObjectIndex index_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  std::unique_ptr<Mover> mover_;
+  std::unique_ptr<BoundaryCounters[]> boundaries_;
+  std::unique_ptr<std::atomic<uint64_t>[]> hits_;
+  std::unique_ptr<std::atomic<uint64_t>[]> pinned_bytes_;
+  std::atomic<uint64_t> puts_{0}, gets_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+};
+
+}  // namespace spillway::internal

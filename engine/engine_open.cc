@@ -1,0 +1,183 @@
+// Engine::Open: validates the config, builds the tiers, recovers persistent
+// file tiers, and starts the mover. Also EngineCore::Stats.
+#include <cstdio>
+#include <unordered_map>
+
+#include "config/yaml_loader.h"
+#include "engine/engine_core.h"
+#include "engine/mover.h"
+#include "tiers/file_tier.h"
+
+namespace spillway {
+
+StatusOr<std::unique_ptr<Engine>> Engine::Open(const Config& config, const EngineOptions& options) {
+  LoadOptions lo;
+  lo.check_filesystem = true;
+  lo.create_dirs = true;
+  lo.gpu = DefaultGpuProbe();
+  std::vector<Diagnostic> diags = ValidateConfig(config, lo);
+  std::string errors;
+  for (const Diagnostic& d : diags) {
+    if (d.severity == Diagnostic::Severity::kError) errors += "\n  " + d.ToString();
+  }
+  if (!errors.empty()) return Status::InvalidArgument("invalid configuration:" + errors);
+  auto core = std::make_unique<internal::EngineCore>(config, options);
+  SPILLWAY_RETURN_IF_ERROR(core->Init());
+  return std::unique_ptr<Engine>(std::move(core));
+}
+
+StatusOr<std::unique_ptr<Engine>> Engine::OpenFile(const std::string& path, const EngineOptions& options) {
+  LoadOptions lo;
+  lo.profile = options.profile;
+  lo.gpu = DefaultGpuProbe();
+  LoadResult r = LoadConfigFile(path, lo);
+  if (!r.ok()) return Status::InvalidArgument("invalid configuration " + path + ":\n" + r.Summary());
+  return Open(r.config, options);
+}
+
+namespace internal {
+
+Status EngineCore::Init() {
+  if (config_.tiers.empty()) return Status::InvalidArgument("the tier chain is empty");
+  if (config_.tiers.size() > static_cast<size_t>(kMaxTiers)) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxTiers) + " tiers are supported");
+  }
+  const size_t n = config_.tiers.size();
+  boundaries_.reset(new BoundaryCounters[kMaxTiers * kMaxTiers]);
+  hits_.reset(new std::atomic<uint64_t>[n]());
+  pinned_bytes_.reset(new std::atomic<uint64_t>[n]());
+  policy_ = std::make_unique<EvictionPolicy>(n);
+
+  std::unordered_map<int, FileIo*> io_by_engine;
+  auto io_for = [&](IoEngine kind) -> FileIo* {
+    if (options_.file_io) return options_.file_io;
+    auto it = io_by_engine.find(static_cast<int>(kind));
+    if (it != io_by_engine.end()) return it->second;
+    owned_io_.push_back(MakeFileIo(kind));
+    io_by_engine[static_cast<int>(kind)] = owned_io_.back().get();
+    return owned_io_.back().get();
+  };
+
+  for (size_t i = 0; i < n; ++i) {
+    const TierConfig& tc = config_.tiers[i];
+    switch (tc.kind) {
+      case TierKind::kHost:
+        tiers_.push_back(std::make_unique<HostTier>(tc, static_cast<int>(i)));
+        break;
+      case TierKind::kFile: {
+        auto ft = std::make_unique<FileTier>(tc, static_cast<int>(i), io_for(tc.io.engine), nullptr);
+        SPILLWAY_RETURN_IF_ERROR(ft->Open());
+        tiers_.push_back(std::move(ft));
+        break;
+      }
+      case TierKind::kGpu:
+        return Status::NotSupported("tier '" + tc.name + "': gpu tiers are not available in this build");
+    }
+  }
+
+  // Rebuild the index of persistent tiers: the newest record of a key wins.
+  for (size_t i = 0; i < n; ++i) {
+    if (tiers_[i]->is_memory() || !config_.tiers[i].persistent) continue;
+    auto* ft = static_cast<FileTier*>(tiers_[i].get());
+    std::unordered_map<std::string, RecoveredObject> newest;
+    std::vector<Location> stale;
+    uint64_t skipped = 0;
+    std::string report;
+    Status st = ft->Recover(
+        [&](RecoveredObject&& obj) {
+          auto it = newest.find(obj.key);
+          if (it == newest.end()) {
+            std::string k = obj.key;
+            newest.emplace(std::move(k), std::move(obj));
+          } else if (obj.sequence > it->second.sequence) {
+            stale.push_back(std::move(it->second.location));
+            it->second = std::move(obj);
+          } else {
+            stale.push_back(std::move(obj.location));
+          }
+        },
+        &skipped, &report);
+    if (!st.ok()) return st.WithContext("recovering tier '" + ft->name() + "'");
+    if (skipped > 0) {
+      std::fprintf(stderr, "spillway: tier '%s': skipped %llu corrupt or torn records:\n%s",
+                   ft->name().c_str(), static_cast<unsigned long long>(skipped), report.c_str());
+    }
+    for (Location& loc : stale) tiers_[i]->Free(loc);
+    for (auto& [key, obj] : newest) {
+      if (Contains(key)) {  // a higher persistent tier already has it
+        tiers_[i]->Free(obj.location);
+        continue;
+      }
+      Insert(key, obj.location.raw_bytes, static_cast<int>(i), std::move(obj.location));
+    }
+  }
+
+  mover_ = std::make_unique<Mover>(this);
+  if (options_.background_mover) mover_->Start();
+  return Status::OK();
+}
+
+EngineStats EngineCore::Stats() {
+  EngineStats s;
+  const auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    const Tier& t = *tiers_[i];
+    const TierCounters& c = t.counters();
+    TierStats ts;
+    ts.name = t.name();
+    ts.kind = TierKindName(t.kind());
+    ts.capacity_bytes = t.capacity_bytes();
+    ts.used_bytes = t.used_bytes();
+    ts.pinned_bytes = r(pinned_bytes_[i]);
+    ts.objects = r(c.objects);
+    ts.raw_bytes = r(c.raw_bytes);
+    ts.hits = r(hits_[i]);
+    ts.bytes_written = r(c.bytes_written);
+    ts.raw_bytes_written = r(c.raw_bytes_written);
+    ts.bytes_read = r(c.bytes_read);
+    ts.checksum_failures = r(c.checksum_failures);
+    ts.io_errors = r(c.io_errors);
+    if (!t.is_memory()) {
+      auto* ft = static_cast<const FileTier*>(&t);
+      ts.segments = ft->segment_count();
+      ts.disk_bytes = ft->allocated_bytes();
+    }
+    s.objects += ts.objects;
+    s.tiers.push_back(std::move(ts));
+  }
+  for (size_t from = 0; from < tiers_.size(); ++from) {
+    for (size_t to = 0; to < tiers_.size(); ++to) {
+      if (from == to) continue;
+      BoundaryCounters& b = boundary(static_cast<int>(from), static_cast<int>(to));
+      if (r(b.objects) == 0 && r(b.failures) == 0) continue;
+      BoundaryStats bs;
+      bs.from = tiers_[from]->name();
+      bs.to = tiers_[to]->name();
+      bs.down = to > from;
+      bs.objects = r(b.objects);
+      bs.bytes = r(b.bytes);
+      bs.stored_bytes = r(b.stored_bytes);
+      bs.nanos = r(b.nanos);
+      bs.failures = r(b.failures);
+      bs.retries = r(b.retries);
+      for (int k = 0; k < kLatencyBuckets; ++k) bs.latency_us[k] = r(b.latency_us[k]);
+      if (bs.down) {
+        s.tiers[from].demotions_out += bs.objects;
+        s.tiers[to].demotions_in += bs.objects;
+      } else {
+        s.tiers[from].promotions_out += bs.objects;
+        s.tiers[to].promotions_in += bs.objects;
+      }
+      s.boundaries.push_back(std::move(bs));
+    }
+  }
+  s.puts = r(puts_);
+  s.gets = r(gets_);
+  s.misses = r(misses_);
+  s.erases = r(erases_);
+  s.sync_demotions = r(sync_demotions_);
+  return s;
+}
+
+}  // namespace internal
+}  // namespace spillway

@@ -1,0 +1,68 @@
+// Engine statistics: a snapshot of per-tier and per-boundary counters.
+// Counters are atomics updated on the data path with no lock, so taking a
+// snapshot is cheap and always on. Exported as JSON and Prometheus text by
+// engine/stats_export.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spillway {
+
+struct TierStats {
+  std::string name;
+  std::string kind;              // gpu | host | file
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;       // reserved: stored bytes (after codec) incl. pinned
+  uint64_t pinned_bytes = 0;     // raw bytes of objects with a live Handle
+  uint64_t objects = 0;
+  uint64_t raw_bytes = 0;        // raw size of the objects stored here
+  uint64_t hits = 0;             // Gets served from this tier
+  uint64_t bytes_written = 0;    // stored bytes written into the tier
+  uint64_t raw_bytes_written = 0;
+  uint64_t bytes_read = 0;       // stored bytes read back
+  uint64_t demotions_in = 0;     // objects moved in from the tier above
+  uint64_t demotions_out = 0;    // objects moved down from here
+  uint64_t promotions_in = 0;
+  uint64_t promotions_out = 0;
+  uint64_t checksum_failures = 0;
+  uint64_t io_errors = 0;
+  uint64_t segments = 0;         // file tiers: segment files
+  uint64_t disk_bytes = 0;       // file tiers: bytes allocated on disk
+  // stored / raw of what was written (1.0 for no codec; < 1 compresses)
+  double compression_ratio() const {
+    return raw_bytes_written ? static_cast<double>(bytes_written) / raw_bytes_written : 1.0;
+  }
+};
+
+// Latency histogram with power-of-two microsecond buckets: bucket i counts
+// moves that took [2^(i-1), 2^i) us (bucket 0: < 1 us).
+inline constexpr int kLatencyBuckets = 32;
+
+struct BoundaryStats {
+  std::string from;
+  std::string to;
+  bool down = true;             // demotion (true) or promotion (false)
+  uint64_t objects = 0;
+  uint64_t bytes = 0;           // raw bytes moved
+  uint64_t stored_bytes = 0;    // bytes after the destination's codec
+  uint64_t nanos = 0;           // time spent moving
+  uint64_t failures = 0;        // moves abandoned (I/O error, no space, corruption)
+  uint64_t retries = 0;
+  uint64_t latency_us[kLatencyBuckets] = {};
+  double throughput_bytes_per_s() const { return nanos ? bytes * 1e9 / nanos : 0.0; }
+};
+
+struct EngineStats {
+  std::vector<TierStats> tiers;
+  std::vector<BoundaryStats> boundaries;
+  uint64_t objects = 0;
+  uint64_t puts = 0;
+  uint64_t gets = 0;
+  uint64_t misses = 0;  // Gets of absent keys
+  uint64_t erases = 0;
+  uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
+};
+
+}  // namespace spillway

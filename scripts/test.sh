@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# README command two: the whole test suite.
+#   1. build and run every CTest test (unit, engine, CLI golden tests, stress seeds)
+#   2. the concurrency tests under ThreadSanitizer
+#   3. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 60) seconds
+# Set SPILLWAY_QUICK=1 to run only stage 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SPILLWAY_TEST_DIR="${SPILLWAY_TEST_DIR:-/var/tmp}"
+
+echo "== stage 1: build and run the test suite"
+bash scripts/build.sh build
+ctest --test-dir build --output-on-failure -j 2 --timeout 900
+[ "${SPILLWAY_QUICK:-0}" = 1 ] && exit 0
+
+echo "== stage 2: concurrency tests under ThreadSanitizer"
+bash scripts/build.sh build-tsan -DSPILLWAY_SANITIZE=thread -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build-tsan --output-on-failure -R "concurren|stress" --timeout 900
+
+echo "== stage 3: fuzzers"
+CC=clang CXX=clang++ bash scripts/build.sh build-fuzz -DSPILLWAY_BUILD_FUZZERS=ON -DSPILLWAY_CUDA=OFF \
+  -DSPILLWAY_BUILD_PYTHON=OFF -DSPILLWAY_BUILD_TESTS=ON
+secs="${SPILLWAY_FUZZ_SECONDS:-60}"
+for fuzzer in build-fuzz/tests/*_fuzz; do
+  name="$(basename "$fuzzer" _fuzz)"
+  corpus="tests/fuzz/corpus/${name%%_*}"
+  work="$(mktemp -d)"
+  [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+  echo "-- fuzzing $name for ${secs}s"
+  "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -n 12
+  rm -rf "$work"
+done
+echo "all test stages passed"

@@ -1,0 +1,373 @@
+// FileTier: segment management, the slab write path, verified reads, and
+// space reclamation. See file_tier.h for the design.
+#include "tiers/file_tier.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace spillway {
+namespace {
+
+constexpr uint64_t kSlabBytes = 16ull << 20;
+// Aligned slab buffers up to this size are kept per thread for reuse.
+constexpr uint64_t kCachedBufferLimit = 64ull << 20;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
+
+std::byte* AllocAligned(uint64_t bytes) {
+  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, AlignUp(std::max<uint64_t>(bytes, 1), kIoAlign)));
+}
+
+// A per-thread reusable aligned buffer for slabs.
+std::byte* ThreadSlabBuffer(uint64_t bytes, AlignedBuffer* owned) {
+  thread_local AlignedBuffer cached;
+  thread_local uint64_t cached_size = 0;
+  if (bytes > kCachedBufferLimit) {
+    owned->reset(AllocAligned(bytes));
+    return owned->get();
+  }
+  if (cached_size < bytes) {
+    cached.reset(AllocAligned(kCachedBufferLimit < AlignUp(bytes, 1 << 20) ? bytes : AlignUp(bytes, 1 << 20)));
+    cached_size = cached ? AlignUp(bytes, 1 << 20) : 0;
+    if (cached_size > kCachedBufferLimit) cached_size = bytes;
+  }
+  return cached.get();
+}
+
+void BuildRequests(int fd, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
+                   uint64_t block, std::vector<IoRequest>* out) {
+  out->clear();
+  for (uint64_t done = 0; done < len; done += block) {
+    IoRequest r;
+    r.op = op;
+    r.fd = fd;
+    r.offset = file_offset + done;
+    r.buf = buf + done;
+    r.len = static_cast<size_t>(std::min(block, len - done));
+    out->push_back(r);
+  }
+}
+
+}  // namespace
+
+struct FileTier::Slab {
+  size_t first = 0;
+  size_t count = 0;
+  uint64_t max_bytes = 0;
+  Status status;
+};
+
+FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc)
+    : Tier(std::move(config), index), io_(io), host_alloc_(host_alloc),
+      codec_(MakeCodec(this->config().codec)) {
+  for (const std::string& p : this->config().paths) {
+    auto s = std::make_unique<Stripe>();
+    s->dir = p;
+    stripes_.push_back(std::move(s));
+  }
+  // Two workers per stripe let one slab encode while another is written.
+  pool_ = std::make_unique<WorkerPool>(std::max<size_t>(2, 2 * stripes_.size()));
+}
+
+FileTier::~FileTier() { pool_.reset(); }
+
+Status FileTier::Open() {
+  if (stripes_.empty()) return Status::InvalidArgument("file tier '" + name() + "' has no paths");
+  for (auto& s : stripes_) {
+    SPILLWAY_RETURN_IF_ERROR(io_->CreateDir(s->dir).WithContext("file tier '" + name() + "'"));
+    if (config().persistent) continue;
+    auto names = io_->ListDir(s->dir);
+    if (!names.ok()) return names.status().WithContext("file tier '" + name() + "'");
+    for (const std::string& n : *names) {
+      uint32_t id;
+      if (Segment::ParseFileName(n, &id)) {
+        SPILLWAY_RETURN_IF_ERROR(io_->Remove(s->dir + "/" + n));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t FileTier::ReserveEstimate(const ObjectView& object) const {
+  return MaxRecordSize(object.key.size(), object.buffers.size(), object.raw_size(), *codec_,
+                       config().codec);
+}
+
+StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
+  OpenOptions opts;
+  opts.create = true;
+  opts.exclusive = true;
+  opts.write = true;
+  opts.try_direct = config().io.direct;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const uint32_t id = s.next_id++;
+    auto f = io_->Open(s.dir + "/" + Segment::FileName(id), opts);
+    if (!f.ok()) {
+      if (f.status().message().find("File exists") != std::string::npos) continue;
+      return f.status().WithContext("file tier '" + name() + "': creating segment");
+    }
+    if (!f->direct) {
+      direct_io_ = false;
+      std::call_once(buffered_warning_, [&] {
+        std::fprintf(stderr, "spillway: tier '%s': O_DIRECT refused in %s, using buffered I/O\n",
+                     name().c_str(), s.dir.c_str());
+      });
+    }
+    auto seg = std::make_shared<Segment>();
+    seg->id = id;
+    seg->file = std::move(*f);
+    seg->io = io_;
+    s.segments.emplace(id, seg);
+    return seg;
+  }
+  return Status::IOError("file tier '" + name() + "': no free segment name in " + s.dir);
+}
+
+Status FileTier::Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg,
+                         uint64_t* offset) {
+  Stripe& s = *stripes_[stripe];
+  SegmentPtr sealed;
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    if (s.active && s.active->end > 0 && s.active->end + len > config().io.segment_bytes) {
+      s.active->sealed = true;
+      sealed = std::move(s.active);
+    }
+    if (!s.active) {
+      auto ns = NewSegmentLocked(s);
+      if (!ns.ok()) return ns.status();
+      s.active = std::move(*ns);
+    }
+    *seg = s.active;
+    *offset = s.active->end;
+    s.active->end += len;
+    s.active->live_records.fetch_add(records, std::memory_order_relaxed);
+  }
+  if (sealed) MaybeDeleteSegment(stripe, sealed);
+  return Status::OK();
+}
+
+SegmentPtr FileTier::FindSegment(uint32_t stripe, uint32_t id) const {
+  if (stripe >= stripes_.size()) return nullptr;
+  Stripe& s = *stripes_[stripe];
+  std::lock_guard<std::mutex> l(s.mu);
+  auto it = s.segments.find(id);
+  return it == s.segments.end() ? nullptr : it->second;
+}
+
+void FileTier::MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg) {
+  Stripe& s = *stripes_[stripe];
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    if (!seg->sealed || seg->live_records.load() != 0) return;
+    auto it = s.segments.find(seg->id);
+    if (it == s.segments.end() || it->second != seg) return;
+    s.segments.erase(it);
+  }
+  (void)io_->Remove(seg->file.path);
+}
+
+std::string FileTier::Where(const Location& loc) const {
+  std::string path = loc.stripe < stripes_.size() ? stripes_[loc.stripe]->dir : "?";
+  return "tier '" + name() + "' file " + path + "/" + Segment::FileName(loc.segment) + " offset " +
+         std::to_string(loc.offset);
+}
+
+Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
+                           std::vector<Location>& out) {
+  AlignedBuffer owned;
+  std::byte* buf = ThreadSlabBuffer(slab.max_bytes, &owned);
+  if (buf == nullptr) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
+  std::vector<uint64_t> rec_off(slab.count), rec_len(slab.count);
+  uint64_t off = 0;
+  for (size_t i = 0; i < slab.count; ++i) {
+    const ObjectView& obj = objects[slab.first + i];
+    const size_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
+                                     config().codec);
+    auto n = EncodeRecord(obj, sequence_.fetch_add(1, std::memory_order_relaxed), *codec_,
+                          config().codec, std::span<std::byte>(buf + off, max));
+    if (!n.ok()) return n.status().WithContext("file tier '" + name() + "': encoding");
+    rec_off[i] = off;
+    rec_len[i] = *n;
+    off += *n;
+  }
+  const uint64_t len = AlignUp(off, kIoAlign);
+  std::memset(buf + off, 0, len - off);
+
+  const uint32_t stripe = next_stripe_.fetch_add(1, std::memory_order_relaxed) % stripes_.size();
+  SegmentPtr seg;
+  uint64_t base = 0;
+  SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, static_cast<int64_t>(slab.count), &seg, &base));
+  std::vector<IoRequest> reqs;
+  BuildRequests(seg->file.fd, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
+  Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
+  if (!st.ok()) {
+    seg->live_records.fetch_sub(static_cast<int64_t>(slab.count));
+    MaybeDeleteSegment(stripe, seg);
+    return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
+  }
+  seg->dirty.store(true, std::memory_order_relaxed);
+  for (size_t i = 0; i < slab.count; ++i) {
+    Location& loc = out[slab.first + i];
+    loc.stripe = stripe;
+    loc.segment = seg->id;
+    loc.offset = base + rec_off[i];
+    loc.length = rec_len[i];
+    loc.stored_bytes = rec_len[i];
+    seg->live_bytes.fetch_add(rec_len[i], std::memory_order_relaxed);
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> objects) {
+  std::vector<Location> locs(objects.size());
+  // Group objects into slabs of about kSlabBytes (a large object gets its own).
+  std::vector<Slab> slabs;
+  Slab cur;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const ObjectView& obj = objects[i];
+    const uint64_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
+                                       config().codec);
+    if (cur.count > 0 && cur.max_bytes + max > kSlabBytes) {
+      slabs.push_back(cur);
+      cur = Slab();
+      cur.first = i;
+    }
+    if (cur.count == 0) cur.first = i;
+    cur.count++;
+    cur.max_bytes += max;
+  }
+  if (cur.count > 0) slabs.push_back(cur);
+  for (auto& sl : slabs) sl.max_bytes = AlignUp(sl.max_bytes, kIoAlign);
+
+  if (slabs.size() == 1) {
+    slabs[0].status = WriteSlab(slabs[0], objects, locs);
+  } else {
+    TaskGroup group;
+    group.Add(static_cast<int>(slabs.size()));
+    for (auto& sl : slabs) {
+      pool_->Submit([&, slab = &sl] {
+        slab->status = WriteSlab(*slab, objects, locs);
+        group.Done();
+      });
+    }
+    group.Wait();
+  }
+  Status first_error;
+  for (auto& sl : slabs) {
+    if (!sl.status.ok() && first_error.ok()) first_error = sl.status;
+  }
+  if (!first_error.ok()) {
+    // Nothing is stored on failure: release the slabs that did succeed.
+    for (auto& sl : slabs) {
+      if (!sl.status.ok()) continue;
+      for (size_t i = 0; i < sl.count; ++i) FreeImpl(locs[sl.first + i]);
+    }
+    return first_error;
+  }
+  return locs;
+}
+
+StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
+  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  if (!seg) return Status::Corruption(Where(loc) + ": segment file is missing");
+  const uint64_t start = AlignDown(loc.offset, kIoAlign);
+  const uint64_t end = AlignUp(loc.offset + loc.length, kIoAlign);
+  AlignedBuffer buf(AllocAligned(end - start));
+  if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
+  std::vector<IoRequest> reqs;
+  BuildRequests(seg->file.fd, IoRequest::Op::kRead, buf.get(), start, end - start,
+                config().io.block_bytes, &reqs);
+  Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
+  if (!st.ok()) return st.WithContext(Where(loc));
+  for (const IoRequest& r : reqs) {
+    if (r.result != static_cast<ssize_t>(r.len)) {
+      return Status::Corruption(Where(loc) + ": record extends past the end of the file");
+    }
+  }
+  std::span<const std::byte> rec(buf.get() + (loc.offset - start), loc.length);
+  auto info = ParseRecord(rec);
+  if (!info.ok()) return Status::Corruption(Where(loc) + ": " + info.status().message());
+  if (info->key != key) return Status::Corruption(Where(loc) + ": record holds a different key");
+  const uint64_t raw = info->header.raw_size;
+  std::byte* data = host_alloc_ ? host_alloc_->Allocate(raw) : Blob::AllocateHost(raw);
+  if (data == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for " + std::to_string(raw) + " bytes");
+  BlobPtr blob;
+  if (host_alloc_) {
+    HostAllocator* a = host_alloc_;
+    blob = std::make_shared<Blob>(data, raw, info->buffer_sizes, MemoryKind::kHost,
+                                  [a](std::byte* d, uint64_t n) { a->Free(d, n); });
+  } else {
+    blob = std::make_shared<Blob>(data, raw, info->buffer_sizes, MemoryKind::kHost);
+  }
+  st = DecodeRecordPayload(*info, rec, std::span<std::byte>(data, raw));
+  if (!st.ok()) return Status::Corruption(Where(loc) + ": " + st.message());
+  return blob;
+}
+
+void FileTier::FreeImpl(Location& loc) {
+  Unreserve(loc.stored_bytes);
+  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  if (!seg) return;
+  seg->live_bytes.fetch_sub(loc.length, std::memory_order_relaxed);
+  // Punch the blocks only this record covers; neighbours share the edges.
+  const uint64_t from = AlignUp(loc.offset, kIoAlign);
+  const uint64_t to = AlignDown(loc.offset + loc.length, kIoAlign);
+  if (to > from) (void)io_->PunchHole(seg->file, from, to - from);
+  if (seg->live_records.fetch_sub(1) == 1) MaybeDeleteSegment(loc.stripe, seg);
+  loc.length = 0;
+}
+
+Status FileTier::SyncImpl() {
+  for (auto& s : stripes_) {
+    std::vector<SegmentPtr> segs;
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      for (auto& [id, seg] : s->segments) segs.push_back(seg);
+    }
+    for (auto& seg : segs) {
+      if (!seg->dirty.exchange(false)) continue;
+      Status st = io_->Sync(seg->file);
+      if (!st.ok()) {
+        seg->dirty.store(true);
+        return st.WithContext("file tier '" + name() + "'");
+      }
+    }
+    SPILLWAY_RETURN_IF_ERROR(io_->SyncDir(s->dir));
+  }
+  return Status::OK();
+}
+
+size_t FileTier::segment_count() const {
+  size_t n = 0;
+  for (auto& s : stripes_) {
+    std::lock_guard<std::mutex> l(s->mu);
+    n += s->segments.size();
+  }
+  return n;
+}
+
+uint64_t FileTier::allocated_bytes() const {
+  uint64_t n = 0;
+  for (auto& s : stripes_) {
+    std::vector<SegmentPtr> segs;
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      for (auto& [id, seg] : s->segments) segs.push_back(seg);
+    }
+    for (auto& seg : segs) {
+      auto a = io_->AllocatedBytes(seg->file);
+      if (a.ok()) n += *a;
+    }
+  }
+  return n;
+}
+
+}  // namespace spillway

@@ -1,0 +1,96 @@
+// FileTier: objects as checksummed records packed into segment files on one
+// or more directories (striped), written through FileIo (io_uring, O_DIRECT).
+//
+// Write path: a Store encodes its objects into 4 KiB-aligned slabs; slabs are
+// encoded and written by a worker pool so encoding one overlaps writing the
+// previous, with up to io.queue_depth requests of io.block_bytes in flight.
+// A Location is published only after its bytes are on disk.
+//
+// Thread-safety: every method may be called concurrently. Each stripe has one
+// mutex guarding its segment table and append offset; no I/O runs under it
+// except creating a new segment file.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "tiers/host_tier.h"
+#include "tiers/segment.h"
+#include "tiers/tier.h"
+#include "tiers/worker_pool.h"
+
+namespace spillway {
+
+// One record found while scanning a persistent tier at open.
+struct RecoveredObject {
+  std::string key;
+  uint64_t sequence = 0;
+  Location location;
+};
+
+class FileTier : public Tier {
+ public:
+  // `io` must outlive the tier. `host_alloc` (may be null) provides memory for
+  // objects read back, so they can be promoted without a copy.
+  FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc);
+  ~FileTier() override;
+
+  // Creates the directories; wipes old segments of a scratch tier. A
+  // persistent tier keeps them: call Recover next.
+  Status Open();
+  // Scans every segment of a persistent tier, verifying each record, and
+  // reports the newest copy of each key through `found`. Corrupt or torn
+  // records are skipped and counted in `*skipped` with a message in `*report`.
+  Status Recover(const std::function<void(RecoveredObject&&)>& found, uint64_t* skipped,
+                 std::string* report);
+
+  bool Accepts(MemoryKind kind) const override { return kind != MemoryKind::kDevice; }
+  uint64_t ReserveEstimate(const ObjectView& object) const override;
+  bool direct_io() const { return direct_io_; }
+  // Number of segment files across all stripes.
+  size_t segment_count() const;
+  // Bytes allocated on disk across all segments (st_blocks).
+  uint64_t allocated_bytes() const;
+  // Next sequence number for records (persistent recovery keeps the newest).
+  void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
+
+ protected:
+  StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;
+  StatusOr<BlobPtr> LoadImpl(const Location& loc, std::string_view key) override;
+  void FreeImpl(Location& loc) override;
+  Status SyncImpl() override;
+
+ private:
+  struct Stripe {
+    std::string dir;
+    std::mutex mu;  // guards segments, active, next_id and each Segment's end/sealed
+    std::unordered_map<uint32_t, SegmentPtr> segments;
+    SegmentPtr active;
+    uint32_t next_id = 1;
+  };
+  struct Slab;
+
+  // Reserves `len` bytes for `records` records in a stripe's active segment.
+  Status Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg, uint64_t* offset);
+  StatusOr<SegmentPtr> NewSegmentLocked(Stripe& s);
+  SegmentPtr FindSegment(uint32_t stripe, uint32_t id) const;
+  void MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg);
+  // Encodes and writes one slab; fills its locations.
+  Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
+  std::string Where(const Location& loc) const;
+
+  FileIo* io_;
+  HostAllocator* host_alloc_;
+  std::unique_ptr<Codec> codec_;
+  std::vector<std::unique_ptr<Stripe>> stripes_;
+  std::atomic<uint32_t> next_stripe_{0};
+  std::atomic<uint64_t> sequence_{1};
+  std::unique_ptr<WorkerPool> pool_;
+  bool direct_io_ = true;
+  std::once_flag buffered_warning_;
+};
+
+}  // namespace spillway

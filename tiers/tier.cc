@@ -1,0 +1,76 @@
+// Tier's non-virtual half: reservation, accounting and counters, done once
+// for every tier kind.
+#include "tiers/tier.h"
+
+namespace spillway {
+
+bool Tier::TryReserve(uint64_t bytes) {
+  uint64_t cur = used_.load(std::memory_order_relaxed);
+  const uint64_t cap = capacity_bytes();
+  do {
+    if (bytes > cap || cur > cap - bytes) return false;
+  } while (!used_.compare_exchange_weak(cur, cur + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects) {
+  auto locs = StoreImpl(objects);
+  if (!locs.ok()) {
+    if (locs.status().IsIOError()) counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    return locs;
+  }
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const uint64_t estimate = ReserveEstimate(objects[i]);
+    const uint64_t stored = (*locs)[i].stored_bytes;
+    if (stored < estimate) {
+      Unreserve(estimate - stored);
+    } else if (stored > estimate) {
+      ForceReserve(stored - estimate);
+    }
+    const uint64_t raw = objects[i].raw_size();
+    (*locs)[i].raw_bytes = raw;
+    counters_.objects.fetch_add(1, std::memory_order_relaxed);
+    counters_.raw_bytes.fetch_add(raw, std::memory_order_relaxed);
+    counters_.raw_bytes_written.fetch_add(raw, std::memory_order_relaxed);
+    counters_.bytes_written.fetch_add(stored, std::memory_order_relaxed);
+    counters_.writes.fetch_add(1, std::memory_order_relaxed);
+  }
+  return locs;
+}
+
+StatusOr<BlobPtr> Tier::Load(const Location& loc, std::string_view key) {
+  auto blob = LoadImpl(loc, key);
+  if (blob.ok()) {
+    counters_.reads.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_read.fetch_add(loc.stored_bytes, std::memory_order_relaxed);
+  } else if (blob.status().IsCorruption()) {
+    counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
+  } else if (blob.status().IsIOError()) {
+    counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+  return blob;
+}
+
+StatusOr<Location> Tier::Adopt(BlobPtr blob, uint64_t reserved) {
+  const uint64_t raw = blob->size();
+  auto loc = AdoptImpl(std::move(blob), reserved);
+  if (loc.ok()) {
+    loc->raw_bytes = raw;
+    counters_.objects.fetch_add(1, std::memory_order_relaxed);
+    counters_.raw_bytes.fetch_add(raw, std::memory_order_relaxed);
+    counters_.writes.fetch_add(1, std::memory_order_relaxed);
+  }
+  return loc;
+}
+
+StatusOr<Location> Tier::AdoptImpl(BlobPtr, uint64_t) {
+  return Status::NotSupported("tier '" + name() + "' cannot adopt host memory");
+}
+
+void Tier::Free(Location& loc) {
+  counters_.objects.fetch_sub(1, std::memory_order_relaxed);
+  counters_.raw_bytes.fetch_sub(loc.raw_bytes, std::memory_order_relaxed);
+  FreeImpl(loc);
+}
+
+}  // namespace spillway

@@ -1,0 +1,277 @@
+// `spillway stress`: random Put/Get/Erase/Flush from several threads against
+// an in-memory reference model, verifying every byte read. Each thread owns
+// the keys k with k % threads == thread, so the model needs no locking and a
+// run is reproducible from its seed. With --faults, I/O errors are injected
+// and, at the end, cleared before a final pass verifies every key: an object
+// the engine acknowledged must come back byte-identical ("lost" counts those
+// that do not, "corrupt" those that come back wrong).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/yaml_loader.h"
+#include "engine/engine.h"
+#include "engine/stats_export.h"
+#include "tiers/io/fault_file_io.h"
+#include "tools/command.h"
+#include "tools/pattern.h"
+
+namespace spillway::cli {
+namespace {
+
+struct Options {
+  std::string config;
+  std::string profile;
+  int threads = 4;
+  uint64_t ops = 100000;
+  double seconds = 0;
+  uint64_t seed = 1;
+  std::string sizes = "64:65536";
+  uint64_t keys = 2000;
+  std::string faults;
+  bool json = false;
+  bool verify = true;
+};
+
+struct ModelEntry {
+  uint64_t seed = 0;  // 0: absent
+  uint64_t size = 0;
+  uint32_t buffers = 1;
+};
+
+struct Result {
+  std::atomic<uint64_t> ops{0}, puts{0}, gets{0}, erases{0}, flushes{0};
+  std::atomic<uint64_t> lost{0}, corrupt{0}, io_errors{0}, no_space{0};
+  std::mutex mu;
+  std::string first_problem;
+  void Problem(const std::string& what, std::atomic<uint64_t>& counter) {
+    counter.fetch_add(1);
+    std::lock_guard<std::mutex> l(mu);
+    if (first_problem.empty()) first_problem = what;
+  }
+};
+
+std::string KeyName(uint64_t k) { return "stress/" + std::to_string(k); }
+
+// Verifies a handle against the model; returns "" when it matches.
+std::string Verify(const Handle& h, const ModelEntry& m) {
+  if (h.size() != m.size) return "size " + std::to_string(h.size()) + " != " + std::to_string(m.size);
+  if (h.num_buffers() != m.buffers) return "buffer count mismatch";
+  uint64_t off = 0;
+  for (size_t i = 0; i < h.num_buffers(); ++i) {
+    auto b = h.buffer(i);
+    if (!CheckPattern(m.seed, off, b)) return "bytes differ in buffer " + std::to_string(i);
+    off += b.size();
+  }
+  return "";
+}
+
+void PutObject(Engine& e, const std::string& key, const ModelEntry& m, std::vector<std::byte>& scratch, Status* st) {
+  scratch.resize(m.size);
+  FillPattern(m.seed, 0, scratch);
+  std::vector<std::span<const std::byte>> bufs;
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < m.buffers; ++i) {
+    uint64_t n = (i + 1 == m.buffers) ? m.size - off : m.size / m.buffers;
+    bufs.emplace_back(scratch.data() + off, n);
+    off += n;
+  }
+  *st = e.Put(key, bufs);
+}
+
+void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64_t max_size,
+            std::vector<ModelEntry>& model, Result& r, std::chrono::steady_clock::time_point deadline) {
+  std::mt19937_64 rng(o.seed * 1000003 + tid);
+  std::vector<std::byte> scratch;
+  const uint64_t my_ops = o.ops / o.threads + (static_cast<uint64_t>(tid) < o.ops % o.threads ? 1 : 0);
+  std::vector<uint64_t> my_keys;
+  for (uint64_t k = tid; k < o.keys; k += o.threads) my_keys.push_back(k);
+  if (my_keys.empty()) return;
+  // Log-uniform sizes so small and large objects both appear.
+  std::uniform_real_distribution<double> logsize(std::log(double(min_size)), std::log(double(max_size) + 1));
+  for (uint64_t i = 0;; ++i) {
+    if (o.seconds > 0 ? std::chrono::steady_clock::now() >= deadline : i >= my_ops) break;
+    const uint64_t k = my_keys[rng() % my_keys.size()];
+    ModelEntry& m = model[k];
+    const std::string key = KeyName(k);
+    const int dice = static_cast<int>(rng() % 1000);
+    r.ops.fetch_add(1, std::memory_order_relaxed);
+    if (dice < 420) {
+      ModelEntry n;
+      n.seed = rng() | 1;
+      n.size = std::min<uint64_t>(max_size, static_cast<uint64_t>(std::exp(logsize(rng))));
+      n.buffers = 1 + static_cast<uint32_t>(rng() % 3);
+      Status st;
+      PutObject(engine, key, n, scratch, &st);
+      r.puts.fetch_add(1, std::memory_order_relaxed);
+      if (st.ok()) {
+        m = n;
+      } else if (st.IsNoSpace()) {
+        r.no_space.fetch_add(1);  // the old value (if any) must remain
+      } else {
+        r.io_errors.fetch_add(1);
+      }
+    } else if (dice < 900) {
+      r.gets.fetch_add(1, std::memory_order_relaxed);
+      auto h = engine.Get(key);
+      if (m.seed == 0) {
+        if (h.ok()) r.Problem("seed " + std::to_string(o.seed) + ": erased key " + key + " came back", r.corrupt);
+        continue;
+      }
+      if (!h.ok()) {
+        if (h.status().IsIOError()) {
+          r.io_errors.fetch_add(1);  // allowed under injected faults; the final pass decides
+        } else if (h.status().IsCorruption()) {
+          r.Problem("seed " + std::to_string(o.seed) + ": " + key + ": " + h.status().ToString(), r.corrupt);
+        } else {
+          r.Problem("seed " + std::to_string(o.seed) + ": " + key + ": " + h.status().ToString(), r.lost);
+        }
+        continue;
+      }
+      std::string bad = Verify(*h, m);
+      if (!bad.empty()) r.Problem("seed " + std::to_string(o.seed) + ": " + key + ": " + bad, r.corrupt);
+    } else if (dice < 995) {
+      r.erases.fetch_add(1, std::memory_order_relaxed);
+      Status st = engine.Erase(key);
+      if (st.ok()) {
+        m = ModelEntry();
+      } else if (!st.IsNotFound() || m.seed != 0) {
+        r.Problem("seed " + std::to_string(o.seed) + ": erase " + key + ": " + st.ToString(), r.lost);
+      }
+    } else {
+      r.flushes.fetch_add(1, std::memory_order_relaxed);
+      Status st = engine.Flush();
+      if (!st.ok()) r.io_errors.fetch_add(1);
+    }
+  }
+}
+
+int Run(const Options& o) {
+  uint64_t min_size = 0, max_size = 0;
+  if (std::sscanf(o.sizes.c_str(), "%lu:%lu", &min_size, &max_size) != 2 || min_size > max_size || max_size == 0) {
+    std::fprintf(stderr, "spillway stress: --sizes must be MIN:MAX in bytes, got '%s'\n", o.sizes.c_str());
+    return 2;
+  }
+  if (min_size == 0) min_size = 1;
+  std::unique_ptr<FileIo> base;
+  std::unique_ptr<FaultFileIo> faulty;
+  EngineOptions eo;
+  eo.profile = o.profile;
+  if (!o.faults.empty()) {
+    auto spec = ParseFaultSpec(o.faults);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "spillway stress: --faults: %s\n", spec.status().ToString().c_str());
+      return 2;
+    }
+    if (spec->seed == 1) spec->seed = o.seed;
+    base = MakeFileIo();
+    faulty = std::make_unique<FaultFileIo>(base.get(), *spec);
+    eo.file_io = faulty.get();
+  }
+  auto engine = Engine::OpenFile(o.config, eo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<ModelEntry> model(o.keys);
+  Result r;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(o.seconds));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] { Worker(**engine, o, t, min_size, max_size, model, r, deadline); });
+  }
+  for (auto& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // Final pass: faults off, everything acknowledged must read back exactly.
+  if (faulty) faulty->SetEnabled(false);
+  Status fs = (*engine)->Flush();
+  if (!fs.ok()) r.Problem("final flush: " + fs.ToString(), r.lost);
+  uint64_t verified = 0;
+  if (o.verify) {
+    for (uint64_t k = 0; k < o.keys; ++k) {
+      const ModelEntry& m = model[k];
+      auto h = (*engine)->Get(KeyName(k));
+      if (m.seed == 0) {
+        if (h.ok()) r.Problem("seed " + std::to_string(o.seed) + ": erased key " + KeyName(k) + " came back", r.corrupt);
+        continue;
+      }
+      if (!h.ok()) {
+        auto& counter = h.status().IsCorruption() ? r.corrupt : r.lost;
+        r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + h.status().ToString(), counter);
+        continue;
+      }
+      std::string bad = Verify(*h, m);
+      if (!bad.empty()) {
+        r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + bad, r.corrupt);
+      }
+      ++verified;
+    }
+  }
+  EngineStats stats = (*engine)->Stats();
+  const double ops_per_s = secs > 0 ? r.ops.load() / secs : 0;
+  if (o.json) {
+    nlohmann::json j = {{"ops", r.ops.load()},       {"ops_per_s", ops_per_s}, {"seconds", secs},
+                        {"puts", r.puts.load()},     {"gets", r.gets.load()},  {"erases", r.erases.load()},
+                        {"flushes", r.flushes.load()}, {"lost", r.lost.load()}, {"corrupt", r.corrupt.load()},
+                        {"io_errors", r.io_errors.load()}, {"no_space", r.no_space.load()},
+                        {"verified", verified},     {"seed", o.seed},         {"threads", o.threads},
+                        {"first_problem", r.first_problem},
+                        {"stats", nlohmann::json::parse(StatsToJson(stats))}};
+    if (faulty) {
+      auto c = faulty->counts();
+      j["faults_injected"] = c.total_failures();
+    }
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s", FormatStatsTable(stats).c_str());
+    std::printf("\nstress: seed %llu, %d threads, %llu ops in %.2f s = %.0f ops/s\n",
+                static_cast<unsigned long long>(o.seed), o.threads, static_cast<unsigned long long>(r.ops.load()),
+                secs, ops_per_s);
+    std::printf("        puts %llu gets %llu erases %llu flushes %llu, io errors %llu, no space %llu\n",
+                static_cast<unsigned long long>(r.puts.load()), static_cast<unsigned long long>(r.gets.load()),
+                static_cast<unsigned long long>(r.erases.load()), static_cast<unsigned long long>(r.flushes.load()),
+                static_cast<unsigned long long>(r.io_errors.load()), static_cast<unsigned long long>(r.no_space.load()));
+    if (faulty) {
+      std::printf("        faults injected %llu\n", static_cast<unsigned long long>(faulty->counts().total_failures()));
+    }
+    std::printf("        verified %llu objects: lost %llu corrupt %llu\n", static_cast<unsigned long long>(verified),
+                static_cast<unsigned long long>(r.lost.load()), static_cast<unsigned long long>(r.corrupt.load()));
+    if (!r.first_problem.empty()) {
+      std::printf("first discrepancy: %s (replay with --seed %llu)\n", r.first_problem.c_str(),
+                  static_cast<unsigned long long>(o.seed));
+    }
+  }
+  return (r.lost.load() == 0 && r.corrupt.load() == 0) ? 0 : 1;
+}
+
+void Register(CLI::App& root, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = root.add_subcommand("stress", "Random Put/Get/Erase/Flush against a reference model, verifying every byte");
+  cmd->add_option("--config,-c", o->config, "Tier-chain YAML file")->required();
+  cmd->add_option("--profile", o->profile, "Profile to select");
+  cmd->add_option("--threads,-t", o->threads, "Worker threads")->check(CLI::Range(1, 256));
+  auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations");
+  cmd->add_option("--seconds,-s", o->seconds, "Run for this long instead of --ops")->excludes(ops);
+  cmd->add_option("--seed", o->seed, "Random seed (replay a run)");
+  cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX bytes (log-uniform)");
+  cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));
+  cmd->add_option("--faults", o->faults, "Inject I/O faults, e.g. eio=0.01,enospc=0.001,short=0.01,torn=0.001");
+  cmd->add_flag("--verify,!--no-verify", o->verify, "Verify every key at the end (default on)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+}
+
+const RegisterCommand kReg(Register);
+
+}  // namespace
+}  // namespace spillway::cli
