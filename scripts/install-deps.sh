@@ -7,7 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(
   # toolchain
-  cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
+  cmake ninja-build g++ pkg-config clang libclang-rt-14-dev ccache
   # libraries
   libyaml-cpp-dev liburing-dev libxxhash-dev libzstd-dev liblz4-dev
   doctest-dev libcli11-dev nlohmann-json3-dev
