@@ -33,8 +33,8 @@ std::unique_ptr<Codec> MakeCodec(const CodecConfig& config);
 
 // Result of EncodeAdaptive.
 struct EncodeResult {
-  size_t size = 0;      // bytes written to `out`
-  bool stored_raw = false;  // true: `out` holds the input unchanged
+  size_t size = 0;          // bytes written to `out`
+  bool stored_raw = false;  // true: `out` holds the input unchanged (always for kNone)
 };
 
 // Encodes with `codec` unless a cheap sample shows the data will not shrink by
@@ -43,7 +43,55 @@ struct EncodeResult {
 StatusOr<EncodeResult> EncodeAdaptive(const Codec& codec, double min_savings,
                                       std::span<const std::byte> in, std::span<std::byte> out);
 
+// EncodeAdaptive's pieces, shared with the record encoder (tiers/record.cc),
+// which samples a multi-buffer object once and then encodes it in chunks.
+//
+// Inputs of at least kSampleThreshold bytes are judged by compressing
+// kSampleSlices slices spread over the input before anything else; smaller
+// inputs are simply compressed (a sample would cost as much as the answer).
+inline constexpr size_t kSampleThreshold = 256u << 10;
+inline constexpr size_t kSampleSlices = 4;
+
+// Length of each sample slice for an input of `raw_size` bytes: about 1/128
+// of the input per slice, between 4 KiB and 16 KiB, so the sample costs at
+// most ~3% of a full encode and far less on large objects.
+size_t SampleSliceBytes(size_t raw_size);
+
+// Offset of sample slice `i` (< kSampleSlices): the slices are spread evenly
+// from the start to the end of the input.
+size_t SampleSliceOffset(size_t raw_size, size_t i);
+
+// True when compressing `slices` with `codec` shrinks them by `min_savings`.
+StatusOr<bool> SampleShrinks(const Codec& codec, double min_savings,
+                             std::span<const std::span<const std::byte>> slices);
+
+// True when `encoded` bytes are worth keeping for `raw` input bytes: at least
+// `min_savings` smaller and always strictly smaller, so a stored payload is
+// never larger than the raw bytes (a record invariant the parser relies on).
+bool WorthKeeping(size_t encoded, size_t raw, double min_savings);
+
+// EncodeAdaptive without the sample: encodes fully, copies raw when the
+// result is not WorthKeeping. Same `out` requirement as EncodeAdaptive.
+StatusOr<EncodeResult> EncodeOrCopy(const Codec& codec, double min_savings,
+                                    std::span<const std::byte> in, std::span<std::byte> out);
+
 // xxh3-64 of `data`; the checksum of every record on disk.
 uint64_t Checksum64(const void* data, size_t size, uint64_t seed = 0);
+
+// Checksum64 computed piecewise: Digest() equals Checksum64 of all Update()
+// bytes concatenated. Lets a writer hash each block right after copying it,
+// while it is still in cache, instead of reading the whole object again.
+class Checksum64Stream {
+ public:
+  explicit Checksum64Stream(uint64_t seed = 0);
+  ~Checksum64Stream();
+  Checksum64Stream(const Checksum64Stream&) = delete;
+  Checksum64Stream& operator=(const Checksum64Stream&) = delete;
+  void Update(const void* data, size_t size);
+  uint64_t Digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t, owned; opaque so xxhash.h stays in checksum.cc
+};
 
 }  // namespace spillway

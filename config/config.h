@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spillway {
@@ -22,6 +24,18 @@ enum class IoEngine : unsigned char { kAuto, kUring, kPosix };
 const char* TierKindName(TierKind k);
 const char* MediumName(Medium m);
 const char* CodecKindName(CodecKind c);
+const char* GpuMemoryName(GpuMemory m);
+const char* IoEngineName(IoEngine e);
+
+// Inverse of the *Name functions: the spelling used in config files, exactly.
+std::optional<TierKind> TierKindFromName(std::string_view name);
+std::optional<Medium> MediumFromName(std::string_view name);  // "" is not kUnspecified
+std::optional<CodecKind> CodecKindFromName(std::string_view name);
+std::optional<GpuMemory> GpuMemoryFromName(std::string_view name);
+std::optional<IoEngine> IoEngineFromName(std::string_view name);
+
+// Level used when a config names a codec without one: zstd 3, lz4 1, none 0.
+int DefaultCodecLevel(CodecKind c);
 
 struct Watermarks {
   double high = 0.90;  // mover starts demoting above this fraction of capacity
@@ -51,7 +65,9 @@ struct TierConfig {
   TierKind kind = TierKind::kHost;
   // Resolved capacity in bytes (percentages resolved at load time).
   uint64_t capacity_bytes = 0;
-  std::string capacity_text;  // as written, for messages ("80%", "64GiB")
+  // As written, for messages ("80%", "64GiB"). A percentage here with
+  // capacity_bytes == 0 is resolved against the machine by FinalizeConfig.
+  std::string capacity_text;
   Watermarks watermarks;
   CodecConfig codec;
   // file tiers

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,22 +45,61 @@ struct LoadOptions {
   GpuProbe gpu;
 };
 
+// What the checks found at a file tier directory (or, when the directory does
+// not exist yet, at its nearest existing parent).
+struct PathProbe {
+  std::string filesystem;       // statfs type: "ext4", "xfs", "tmpfs", "nfs", ... or "0x<hex>"
+  uint64_t fs_total_bytes = 0;  // size of that filesystem
+  uint64_t fs_free_bytes = 0;   // space available to this user
+  uint64_t fs_id = 0;           // st_dev: equal for directories on one filesystem
+  bool exists = false;          // the directory itself exists
+  bool direct_io = false;       // the filesystem accepted an O_DIRECT write
+};
+
 struct LoadResult {
   Config config;  // the resolved chain (valid only when ok())
   std::vector<Diagnostic> errors;
   std::vector<Diagnostic> warnings;
+  std::vector<std::string> profiles;       // profile names the file defines, in file order
+  std::map<std::string, PathProbe> paths;  // file tier directory -> what was found there
   bool ok() const { return errors.empty(); }
   // All errors (and warnings) as one message, one per line.
   std::string Summary() const;
 };
 
+// The GpuProbe the engine and CLI pass in LoadOptions::gpu. The config library
+// does not talk to CUDA: the library that does (tiers, when built with CUDA)
+// registers a provider; without one, DefaultGpuProbe reports whether this
+// build has CUDA and no devices.
+using GpuProbeFn = GpuProbe (*)();
+void SetGpuProbeProvider(GpuProbeFn provider);
+GpuProbe DefaultGpuProbe();
+
+// The whole file; NotFound or IOError name the file. Refuses files over 16 MiB.
+StatusOr<std::string> ReadConfigText(const std::string& path);
+
+// Loads and checks `path` (see LoadConfigString).
 LoadResult LoadConfigFile(const std::string& path, const LoadOptions& options = {});
+// Parses `yaml`, picks the profile (options.profile, else $SPILLWAY_PROFILE,
+// else the first profile whose hostname rule matches gethostname(), else
+// none), resolves the chain and checks it against this machine. With
+// options.all_profiles every other profile (and the chain without a profile)
+// is checked too, for everything that does not depend on the machine.
+// Optional tiers that cannot be set up here are left out of the result with a
+// warning; percentages become bytes; io.direct is cleared where the
+// filesystem refuses O_DIRECT.
 LoadResult LoadConfigString(std::string_view yaml, const std::string& source_name,
                             const LoadOptions& options = {});
 
 // Semantic checks on a Config built in code (the same rules the loader applies
 // after parsing, without positions).
 std::vector<Diagnostic> ValidateConfig(const Config& config, const LoadOptions& options = {});
+
+// ValidateConfig, and then what the loader does to a chain it returns:
+// resolves percentages in capacity_text, leaves out optional tiers that cannot
+// be set up, clears io.direct where O_DIRECT is refused. `config` is usable
+// when no returned diagnostic is an error.
+std::vector<Diagnostic> FinalizeConfig(Config& config, const LoadOptions& options = {});
 
 // Convenience: the resolved Config, or InvalidArgument listing every error.
 StatusOr<Config> LoadConfig(const std::string& path, const LoadOptions& options = {});

@@ -32,6 +32,13 @@ struct Move {
 
 }  // namespace
 
+void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
+                         uint64_t micros, bool ok) {
+  if (!event_log_) return;
+  event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
+                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok});
+}
+
 uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   if (static_cast<size_t>(t) + 1 >= tiers_.size() || bytes == 0) return 0;
   const auto start = std::chrono::steady_clock::now();
@@ -54,6 +61,7 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     auto blob = tiers_[t]->Load(m.src, m.e->key);
     if (!blob.ok()) {
       boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+      LogMove(m.e->key, m.e->raw_size, 0, t, t + 1, 0, false);
       continue;
     }
     m.blob = std::move(*blob);
@@ -76,7 +84,8 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     }
   }
 
-  // Store each destination's objects as one batch.
+  // Store each destination's objects as one batch. A destination that runs
+  // out of space (ENOSPC) passes its batch on to the tier below it.
   for (size_t d = t + 1; d < tiers_.size(); ++d) {
     std::vector<ObjectView> views;
     std::vector<Move*> batch;
@@ -90,7 +99,24 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     if (!locs.ok()) {
       for (Move* m : batch) tiers_[d]->Unreserve(m->estimate);
       boundary(t, static_cast<int>(d)).failures.fetch_add(batch.size(), std::memory_order_relaxed);
-      continue;
+      for (Move* m : batch) LogMove(m->e->key, m->e->raw_size, 0, t, static_cast<int>(d), 0, false);
+      if (locs.status().IsNoSpace()) {
+        for (Move* m : batch) {
+          m->dest = -1;
+          for (size_t n = d + 1; n < tiers_.size(); ++n) {
+            ObjectView v{m->e->key, m->spans};
+            const uint64_t est = tiers_[n]->ReserveEstimate(v);
+            if (tiers_[n]->Accepts(MemoryKind::kHost) && est <= tiers_[n]->capacity_bytes() &&
+                ReserveWithBackpressure(static_cast<int>(n), est)) {
+              m->estimate = est;
+              m->dest = static_cast<int>(n);
+              boundary(t, static_cast<int>(n)).retries.fetch_add(1, std::memory_order_relaxed);
+              break;
+            }
+          }
+        }
+      }
+      continue;  // anything not re-routed stays where it is; the mover retries later
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i]->dst = std::move((*locs)[i]);
@@ -99,6 +125,8 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   }
 
   // Commit or abort each move.
+  const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - start).count();
   uint64_t moved = 0;
   std::vector<uint64_t> per_dest_objs(tiers_.size()), per_dest_raw(tiers_.size()),
       per_dest_stored(tiers_.size());
@@ -126,12 +154,11 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
       per_dest_objs[m.dest]++;
       per_dest_raw[m.dest] += e->raw_size;
       per_dest_stored[m.dest] += stored;
+      LogMove(e->key, e->raw_size, stored, t, m.dest, ns / 1000, true);
     } else if (m.ok) {
       tiers_[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
     }
   }
-  const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - start).count();
   for (size_t d = t + 1; d < tiers_.size(); ++d) {
     if (per_dest_objs[d]) boundary(t, static_cast<int>(d)).Record(per_dest_objs[d], per_dest_raw[d], per_dest_stored[d], ns);
   }

@@ -26,6 +26,10 @@ EngineCore::EngineCore(Config config, EngineOptions options)
 
 EngineCore::~EngineCore() {
   if (mover_) mover_->Stop();
+  if (dumper_) {
+    (void)dumper_->DumpNow();  // a last snapshot while the objects still exist
+    dumper_.reset();
+  }
   // Drop every entry; their stored copies go with them.
   for (size_t s = 0; s < ObjectIndex::kShards; ++s) {
     auto& shard = index_.shard(s);
@@ -162,7 +166,9 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
     return blob.status();
   }
   const int h = FirstHostTier();
-  if (config_.policy.promote_on_read && !moving && h >= 0 && h < t) {
+  // Objects in a persistent tier are read in place: promoting would move
+  // their only durable copy into memory.
+  if (config_.policy.promote_on_read && !config_.tiers[t].persistent && !moving && h >= 0 && h < t) {
     BlobPtr b = std::move(*blob);
     const uint64_t raw = b->size();
     if (ReserveWithBackpressure(h, raw)) {
@@ -189,6 +195,11 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::steady_clock::now() - start).count();
         boundary(t, h).Record(1, raw, raw, ns);
+        if (event_log_) {
+          event_log_->Record({key, raw, raw, tiers_[t]->name(), tiers_[h]->name(),
+                              CodecKindName(config_.tiers[h].codec.kind), false,
+                              static_cast<uint64_t>(ns) / 1000, true});
+        }
         if (tiers_[h]->AboveHigh() && mover_) mover_->Wake();
       } else {
         tiers_[h]->Unreserve(raw);

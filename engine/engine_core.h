@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/event_log.h"
 #include "engine/eviction_policy.h"
+#include "engine/metrics_dumper.h"
 #include "engine/object_index.h"
 #include "tiers/host_tier.h"
 #include "tiers/io/file_io.h"
@@ -35,6 +37,8 @@ class EngineCore final : public Engine {
   ~EngineCore() override;
 
   Status Init();
+  // Spill event log (may be null).
+  EventLog* event_log() { return event_log_.get(); }
 
   // Engine
   Status Put(std::string_view key, std::span<const std::span<const std::byte>> buffers,
@@ -69,6 +73,7 @@ class EngineCore final : public Engine {
   void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc);
   StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
   int FirstHostTier() const;
+  void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok);
 
   Config config_;
   EngineOptions options_;
@@ -77,6 +82,8 @@ class EngineCore final : public Engine {
   ObjectIndex index_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::unique_ptr<Mover> mover_;
+  std::unique_ptr<EventLog> event_log_;     // null when metrics.event_log is off
+  std::unique_ptr<MetricsDumper> dumper_;   // null when metrics.prometheus_file is off
   std::unique_ptr<BoundaryCounters[]> boundaries_;
   std::unique_ptr<std::atomic<uint64_t>[]> hits_;
   std::unique_ptr<std::atomic<uint64_t>[]> pinned_bytes_;

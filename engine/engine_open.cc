@@ -112,6 +112,15 @@ Status EngineCore::Init() {
     }
   }
 
+  auto log = EventLog::Open(config_.metrics);
+  if (!log.ok()) return log.status().WithContext("metrics.event_log");
+  event_log_ = std::move(*log);
+  if (!config_.metrics.prometheus_file.empty()) {
+    dumper_ = std::make_unique<MetricsDumper>([this] { return Stats(); }, config_.metrics.prometheus_file,
+                                              config_.metrics.dump_interval_s);
+    SPILLWAY_RETURN_IF_ERROR(dumper_->DumpNow().WithContext("metrics.prometheus_file"));
+  }
+
   mover_ = std::make_unique<Mover>(this);
   if (options_.background_mover) mover_->Start();
   return Status::OK();

@@ -1,11 +1,133 @@
 // Stats rendering: table, JSON (nlohmann-json, used only here in engine/) and
-// Prometheus text.
+// Prometheus text (written by hand: the format is small and exact).
 #include "engine/stats_export.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace spillway {
+namespace {
+
+using ull = unsigned long long;
+
+uint64_t TotalObservations(const BoundaryStats& b) {
+  uint64_t n = 0;
+  for (uint64_t c : b.latency_us) n += c;
+  return n;
+}
+
+// Upper bound, in microseconds, of log2 bucket i (see kLatencyBuckets).
+double BucketUpperMicros(int i) { return std::ldexp(1.0, i); }
+
+// ---------------------------------------------------------------- Prometheus
+
+// Shortest text that reads back as the same double; Prometheus spellings for
+// the non-finite values.
+void AppendDouble(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "NaN";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "+Inf" : "-Inf";
+  } else {
+    char buf[64];
+    auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, r.ptr);
+  }
+}
+
+void AppendUint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+// HELP text escapes backslash and newline only.
+std::string EscapeHelp(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
+
+class PromWriter {
+ public:
+  void Family(const char* name, const char* type, std::string_view help) {
+    out_ += "# HELP spillway_";
+    out_ += name;
+    out_ += ' ';
+    out_ += EscapeHelp(help);
+    out_ += "\n# TYPE spillway_";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  // One sample line: spillway_<name><suffix>{labels[,extra]} value
+  template <typename V>
+  void Sample(const char* name, const char* suffix, Labels labels, V value,
+              std::pair<const char*, std::string_view> extra = {nullptr, {}}) {
+    out_ += "spillway_";
+    out_ += name;
+    out_ += suffix;
+    bool first = true;
+    auto label = [&](const char* k, std::string_view v) {
+      out_ += first ? '{' : ',';
+      first = false;
+      out_ += k;
+      out_ += "=\"";
+      out_ += PrometheusEscapeLabel(v);
+      out_ += '"';
+    };
+    for (const auto& [k, v] : labels) label(k, v);
+    if (extra.first) label(extra.first, extra.second);
+    if (!first) out_ += '}';
+    out_ += ' ';
+    if constexpr (std::is_floating_point_v<V>) {
+      AppendDouble(out_, value);
+    } else {
+      AppendUint(out_, static_cast<uint64_t>(value));
+    }
+    out_ += '\n';
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+const char* Direction(const BoundaryStats& b) { return b.down ? "down" : "up"; }
+
+}  // namespace
+
+std::string PrometheusEscapeLabel(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::string HumanBytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -19,41 +141,72 @@ std::string HumanBytes(double b) {
   return buf;
 }
 
+std::string HumanMicros(double us) {
+  char buf[32];
+  if (us < 1000) {
+    std::snprintf(buf, sizeof(buf), "%.0f us", us);
+  } else if (us < 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.2f ms", us / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f s", us / 1e6);
+  }
+  return buf;
+}
+
+double LatencyQuantileMicros(const BoundaryStats& b, double q) {
+  const uint64_t n = TotalObservations(b);
+  if (n == 0) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  // Smallest bucket whose cumulative count reaches ceil(q * n) (at least 1).
+  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(n))));
+  uint64_t cum = 0;
+  for (int i = 0; i < kLatencyBuckets; ++i) {
+    cum += b.latency_us[i];
+    if (cum >= rank) return i == kLatencyBuckets - 1 ? BucketUpperMicros(i - 1) : BucketUpperMicros(i);
+  }
+  return BucketUpperMicros(kLatencyBuckets - 2);
+}
+
 std::string FormatStatsTable(const EngineStats& s) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-10s %-5s %10s %12s %12s %9s %9s %9s %9s %12s %12s %6s\n", "tier",
-                "kind", "objects", "used", "capacity", "hits", "dem.in", "dem.out", "prom.out", "written",
-                "read", "ratio");
+  std::snprintf(line, sizeof(line), "%-12s %-5s %9s %11s %11s %5s %11s %8s %8s %8s %8s %8s %11s %11s %6s %6s\n",
+                "tier", "kind", "objects", "used", "capacity", "use%", "pinned", "hits", "dem.in", "dem.out",
+                "prom.in", "prom.out", "written", "read", "ratio", "errors");
   out += line;
   for (const TierStats& t : s.tiers) {
-    std::snprintf(line, sizeof(line), "%-10s %-5s %10llu %12s %12s %9llu %9llu %9llu %9llu %12s %12s %6.3f\n",
-                  t.name.c_str(), t.kind.c_str(), static_cast<unsigned long long>(t.objects),
-                  HumanBytes(t.used_bytes).c_str(), HumanBytes(t.capacity_bytes).c_str(),
-                  static_cast<unsigned long long>(t.hits), static_cast<unsigned long long>(t.demotions_in),
-                  static_cast<unsigned long long>(t.demotions_out),
-                  static_cast<unsigned long long>(t.promotions_out), HumanBytes(t.bytes_written).c_str(),
-                  HumanBytes(t.bytes_read).c_str(), t.compression_ratio());
+    const double pct = t.capacity_bytes ? 100.0 * static_cast<double>(t.used_bytes) / t.capacity_bytes : 0.0;
+    std::snprintf(line, sizeof(line),
+                  "%-12s %-5s %9llu %11s %11s %5.1f %11s %8llu %8llu %8llu %8llu %8llu %11s %11s %6.3f %6llu\n",
+                  t.name.c_str(), t.kind.c_str(), static_cast<ull>(t.objects), HumanBytes(t.used_bytes).c_str(),
+                  HumanBytes(t.capacity_bytes).c_str(), pct, HumanBytes(t.pinned_bytes).c_str(),
+                  static_cast<ull>(t.hits), static_cast<ull>(t.demotions_in), static_cast<ull>(t.demotions_out),
+                  static_cast<ull>(t.promotions_in), static_cast<ull>(t.promotions_out),
+                  HumanBytes(t.bytes_written).c_str(), HumanBytes(t.bytes_read).c_str(), t.compression_ratio(),
+                  static_cast<ull>(t.checksum_failures + t.io_errors));
     out += line;
   }
   if (!s.boundaries.empty()) {
-    std::snprintf(line, sizeof(line), "\n%-22s %10s %12s %12s %12s %8s\n", "boundary", "objects", "raw bytes",
-                  "stored", "throughput", "failures");
+    std::snprintf(line, sizeof(line), "\n%-24s %-4s %9s %11s %11s %6s %9s %12s %9s %9s %8s %7s\n", "boundary", "dir",
+                  "objects", "raw", "stored", "ratio", "time", "throughput", "p50", "p99", "failures", "retries");
     out += line;
     for (const BoundaryStats& b : s.boundaries) {
-      std::string name = b.from + (b.down ? " -> " : " <- ") + b.to;
-      if (!b.down) name = b.to + " <- " + b.from;
-      std::snprintf(line, sizeof(line), "%-22s %10llu %12s %12s %10s/s %8llu\n", name.c_str(),
-                    static_cast<unsigned long long>(b.objects), HumanBytes(b.bytes).c_str(),
-                    HumanBytes(b.stored_bytes).c_str(), HumanBytes(b.throughput_bytes_per_s()).c_str(),
-                    static_cast<unsigned long long>(b.failures));
+      const std::string name = b.from + " -> " + b.to;
+      const double ratio = b.bytes ? static_cast<double>(b.stored_bytes) / b.bytes : 1.0;
+      std::snprintf(line, sizeof(line), "%-24s %-4s %9llu %11s %11s %6.3f %9s %10s/s %9s %9s %8llu %7llu\n",
+                    name.c_str(), Direction(b), static_cast<ull>(b.objects), HumanBytes(b.bytes).c_str(),
+                    HumanBytes(b.stored_bytes).c_str(), ratio, HumanMicros(b.nanos / 1e3).c_str(),
+                    HumanBytes(b.throughput_bytes_per_s()).c_str(),
+                    HumanMicros(LatencyQuantileMicros(b, 0.5)).c_str(),
+                    HumanMicros(LatencyQuantileMicros(b, 0.99)).c_str(), static_cast<ull>(b.failures),
+                    static_cast<ull>(b.retries));
       out += line;
     }
   }
-  std::snprintf(line, sizeof(line), "\nputs %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu\n",
-                static_cast<unsigned long long>(s.puts), static_cast<unsigned long long>(s.gets),
-                static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.erases),
-                static_cast<unsigned long long>(s.sync_demotions));
+  std::snprintf(line, sizeof(line),
+                "\nobjects %llu  puts %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu\n",
+                static_cast<ull>(s.objects), static_cast<ull>(s.puts), static_cast<ull>(s.gets),
+                static_cast<ull>(s.misses), static_cast<ull>(s.erases), static_cast<ull>(s.sync_demotions));
   out += line;
   return out;
 }
@@ -89,13 +242,16 @@ std::string StatsToJson(const EngineStats& s, int indent) {
     for (int i = 0; i < kLatencyBuckets; ++i) hist.push_back(b.latency_us[i]);
     j["boundaries"].push_back({{"from", b.from},
                                {"to", b.to},
-                               {"direction", b.down ? "down" : "up"},
+                               {"direction", Direction(b)},
                                {"objects", b.objects},
                                {"bytes", b.bytes},
                                {"stored_bytes", b.stored_bytes},
                                {"seconds", b.nanos / 1e9},
+                               {"throughput_bytes_per_s", b.throughput_bytes_per_s()},
                                {"failures", b.failures},
                                {"retries", b.retries},
+                               {"latency_p50_us", LatencyQuantileMicros(b, 0.5)},
+                               {"latency_p99_us", LatencyQuantileMicros(b, 0.99)},
                                {"latency_us_log2_buckets", hist}});
   }
   j["objects"] = s.objects;
@@ -108,50 +264,100 @@ std::string StatsToJson(const EngineStats& s, int indent) {
 }
 
 std::string StatsToPrometheus(const EngineStats& s) {
-  std::string out;
-  char line[512];
-  auto metric = [&](const char* name, const char* type, const char* help) {
-    std::snprintf(line, sizeof(line), "# HELP spillway_%s %s\n# TYPE spillway_%s %s\n", name, help, name, type);
-    out += line;
-  };
-  auto tier_series = [&](const char* name, const char* type, const char* help, auto get) {
-    metric(name, type, help);
+  PromWriter w;
+  auto tier_family = [&](const char* name, const char* type, std::string_view help, auto get,
+                         bool file_only = false) {
+    w.Family(name, type, help);
     for (const TierStats& t : s.tiers) {
-      std::snprintf(line, sizeof(line), "spillway_%s{tier=\"%s\",kind=\"%s\"} %llu\n", name, t.name.c_str(),
-                    t.kind.c_str(), static_cast<unsigned long long>(get(t)));
-      out += line;
+      if (file_only && t.kind != "file") continue;
+      w.Sample(name, "", {{"tier", t.name}, {"kind", t.kind}}, get(t));
     }
   };
-  tier_series("tier_capacity_bytes", "gauge", "Configured capacity", [](const TierStats& t) { return t.capacity_bytes; });
-  tier_series("tier_used_bytes", "gauge", "Bytes in use (after codec)", [](const TierStats& t) { return t.used_bytes; });
-  tier_series("tier_pinned_bytes", "gauge", "Raw bytes pinned by handles", [](const TierStats& t) { return t.pinned_bytes; });
-  tier_series("tier_objects", "gauge", "Objects stored", [](const TierStats& t) { return t.objects; });
-  tier_series("tier_hits_total", "counter", "Gets served", [](const TierStats& t) { return t.hits; });
-  tier_series("tier_written_bytes_total", "counter", "Stored bytes written", [](const TierStats& t) { return t.bytes_written; });
-  tier_series("tier_read_bytes_total", "counter", "Stored bytes read", [](const TierStats& t) { return t.bytes_read; });
-  tier_series("tier_checksum_failures_total", "counter", "Checksum mismatches", [](const TierStats& t) { return t.checksum_failures; });
-  tier_series("tier_io_errors_total", "counter", "I/O errors", [](const TierStats& t) { return t.io_errors; });
-  auto boundary_series = [&](const char* name, const char* help, auto get) {
-    metric(name, "counter", help);
+  tier_family("tier_capacity_bytes", "gauge", "Configured capacity of the tier.",
+              [](const TierStats& t) { return t.capacity_bytes; });
+  tier_family("tier_used_bytes", "gauge", "Bytes reserved in the tier (after the codec, including pinned objects).",
+              [](const TierStats& t) { return t.used_bytes; });
+  tier_family("tier_pinned_bytes", "gauge", "Raw bytes of objects in the tier pinned by a live Handle.",
+              [](const TierStats& t) { return t.pinned_bytes; });
+  tier_family("tier_objects", "gauge", "Objects stored in the tier.", [](const TierStats& t) { return t.objects; });
+  tier_family("tier_raw_bytes", "gauge", "Raw (uncompressed) size of the objects stored in the tier.",
+              [](const TierStats& t) { return t.raw_bytes; });
+  tier_family("tier_hits_total", "counter", "Gets served from the tier.", [](const TierStats& t) { return t.hits; });
+  tier_family("tier_written_bytes_total", "counter", "Stored bytes (after the codec) written into the tier.",
+              [](const TierStats& t) { return t.bytes_written; });
+  tier_family("tier_written_raw_bytes_total", "counter", "Raw bytes of the objects written into the tier.",
+              [](const TierStats& t) { return t.raw_bytes_written; });
+  tier_family("tier_read_bytes_total", "counter", "Stored bytes read back from the tier.",
+              [](const TierStats& t) { return t.bytes_read; });
+  tier_family("tier_demotions_in_total", "counter", "Objects demoted into the tier from a tier above.",
+              [](const TierStats& t) { return t.demotions_in; });
+  tier_family("tier_demotions_out_total", "counter", "Objects demoted out of the tier to a tier below.",
+              [](const TierStats& t) { return t.demotions_out; });
+  tier_family("tier_promotions_in_total", "counter", "Objects promoted into the tier from a tier below.",
+              [](const TierStats& t) { return t.promotions_in; });
+  tier_family("tier_promotions_out_total", "counter", "Objects promoted out of the tier to a tier above.",
+              [](const TierStats& t) { return t.promotions_out; });
+  tier_family("tier_checksum_failures_total", "counter", "Reads from the tier that failed checksum verification.",
+              [](const TierStats& t) { return t.checksum_failures; });
+  tier_family("tier_io_errors_total", "counter", "I/O errors reported by the tier.",
+              [](const TierStats& t) { return t.io_errors; });
+  tier_family("tier_compression_ratio", "gauge", "Stored bytes / raw bytes of what was written (1 without a codec).",
+              [](const TierStats& t) { return t.compression_ratio(); });
+  tier_family("tier_segments", "gauge", "Segment files of a file tier.", [](const TierStats& t) { return t.segments; },
+              true);
+  tier_family("tier_disk_bytes", "gauge", "Bytes a file tier's segment files occupy on disk.",
+              [](const TierStats& t) { return t.disk_bytes; }, true);
+
+  auto boundary_family = [&](const char* name, std::string_view help, auto get) {
+    w.Family(name, "counter", help);
     for (const BoundaryStats& b : s.boundaries) {
-      std::snprintf(line, sizeof(line), "spillway_%s{from=\"%s\",to=\"%s\",direction=\"%s\"} %llu\n", name,
-                    b.from.c_str(), b.to.c_str(), b.down ? "down" : "up",
-                    static_cast<unsigned long long>(get(b)));
-      out += line;
+      w.Sample(name, "", {{"from", b.from}, {"to", b.to}, {"direction", Direction(b)}}, get(b));
     }
   };
-  boundary_series("moved_objects_total", "Objects moved across a boundary", [](const BoundaryStats& b) { return b.objects; });
-  boundary_series("moved_bytes_total", "Raw bytes moved across a boundary", [](const BoundaryStats& b) { return b.bytes; });
-  boundary_series("moved_stored_bytes_total", "Bytes after the destination codec", [](const BoundaryStats& b) { return b.stored_bytes; });
-  boundary_series("move_failures_total", "Moves abandoned", [](const BoundaryStats& b) { return b.failures; });
-  metric("requests_total", "counter", "Engine calls");
-  std::snprintf(line, sizeof(line),
-                "spillway_requests_total{op=\"put\"} %llu\nspillway_requests_total{op=\"get\"} %llu\n"
-                "spillway_requests_total{op=\"erase\"} %llu\nspillway_requests_total{op=\"miss\"} %llu\n",
-                static_cast<unsigned long long>(s.puts), static_cast<unsigned long long>(s.gets),
-                static_cast<unsigned long long>(s.erases), static_cast<unsigned long long>(s.misses));
-  out += line;
-  return out;
+  boundary_family("moved_objects_total", "Objects moved across a boundary.",
+                  [](const BoundaryStats& b) { return b.objects; });
+  boundary_family("moved_bytes_total", "Raw bytes moved across a boundary.",
+                  [](const BoundaryStats& b) { return b.bytes; });
+  boundary_family("moved_stored_bytes_total", "Bytes moved across a boundary, after the destination's codec.",
+                  [](const BoundaryStats& b) { return b.stored_bytes; });
+  boundary_family("move_seconds_total", "Time spent moving objects across a boundary.",
+                  [](const BoundaryStats& b) { return b.nanos / 1e9; });
+  boundary_family("move_failures_total", "Moves abandoned (I/O error, no space, corruption).",
+                  [](const BoundaryStats& b) { return b.failures; });
+  boundary_family("move_retries_total", "Moves retried.", [](const BoundaryStats& b) { return b.retries; });
+
+  // Histogram: bucket i of latency_us holds moves under 2^i us (the last
+  // bucket is open-ended, so it only feeds +Inf).
+  w.Family("move_duration_seconds", "histogram",
+           "Duration of one move across a boundary (a demotion batch or one promotion).");
+  for (const BoundaryStats& b : s.boundaries) {
+    Labels labels = {{"from", b.from}, {"to", b.to}, {"direction", Direction(b)}};
+    uint64_t cum = 0;
+    char le[64];
+    for (int i = 0; i + 1 < kLatencyBuckets; ++i) {
+      cum += b.latency_us[i];
+      // 2^i / 1e6 rounds once, so the text is the exact decimal ("4e-06").
+      auto r = std::to_chars(le, le + sizeof(le), BucketUpperMicros(i) / 1e6);
+      w.Sample("move_duration_seconds", "_bucket", labels, cum, {"le", std::string_view(le, r.ptr - le)});
+    }
+    cum += b.latency_us[kLatencyBuckets - 1];
+    w.Sample("move_duration_seconds", "_bucket", labels, cum, {"le", "+Inf"});
+    w.Sample("move_duration_seconds", "_sum", labels, b.nanos / 1e9);
+    w.Sample("move_duration_seconds", "_count", labels, cum);
+  }
+
+  w.Family("objects", "gauge", "Objects stored in the engine (all tiers).");
+  w.Sample("objects", "", {}, s.objects);
+  w.Family("requests_total", "counter", "Engine calls by operation.");
+  w.Sample("requests_total", "", {{"op", "put"}}, s.puts);
+  w.Sample("requests_total", "", {{"op", "get"}}, s.gets);
+  w.Sample("requests_total", "", {{"op", "erase"}}, s.erases);
+  w.Family("get_misses_total", "counter", "Gets of absent keys.");
+  w.Sample("get_misses_total", "", {}, s.misses);
+  w.Family("sync_demotions_total", "counter",
+           "Demotions run on a caller's thread because the background mover had not made room (backpressure).");
+  w.Sample("sync_demotions_total", "", {}, s.sync_demotions);
+  return w.Take();
 }
 
 }  // namespace spillway

@@ -81,6 +81,9 @@ class FileTier : public Tier {
   // Encodes and writes one slab; fills its locations.
   Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
   std::string Where(const Location& loc) const;
+  Status CheckDirectory(const std::string& dir) const;
+  // Persistent tiers: flags the record erased on disk so recovery skips it.
+  void MarkErased(Segment& seg, const Location& loc);
 
   FileIo* io_;
   HostAllocator* host_alloc_;

@@ -89,6 +89,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       seg->end = (*size + kIoAlign - 1) / kIoAlign * kIoAlign;
       seg->sealed = true;
       SegmentReader reader(io_, seg->file, *size);
+      const uint64_t skipped_before = *skipped;
       std::vector<std::byte> hdr, rec;
       uint64_t pos = 0;
       while (pos + kRecordHeaderSize <= *size) {
@@ -105,6 +106,10 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
           continue;
         }
         const uint64_t len = RecordSize(*h);
+        if (h->flags & kFlagErased) {  // erased before the restart: skip it whole
+          pos += len;
+          continue;
+        }
         Status st = reader.Read(pos, len, &rec);
         StatusOr<RecordInfo> info = st.ok() ? ParseRecord(rec) : StatusOr<RecordInfo>(st);
         if (!info.ok()) {
@@ -133,6 +138,10 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       }
       std::lock_guard<std::mutex> l(s.mu);
       s.next_id = std::max(s.next_id, id + 1);
+      if (seg->live_records.load() == 0 && *skipped == skipped_before) {
+        (void)io_->Remove(seg->file.path);  // nothing live and nothing to report
+        continue;
+      }
       s.segments.emplace(id, std::move(seg));
     }
   }

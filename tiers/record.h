@@ -34,9 +34,23 @@ inline constexpr uint32_t kMaxKeyLen = 64u << 10;
 inline constexpr uint32_t kMaxBuffers = 1u << 16;
 inline constexpr uint64_t kMaxObjectBytes = 1ull << 40;
 
+// Chunking (docs/format.md "Chunked payloads"). config.chunk_bytes is clamped
+// into [kMinChunkBytes, kMaxChunkBytes] (0 means the default, 1 MiB): the
+// chunk table's u32 entries need a free high bit, and tiny chunks would make
+// the table and the per-chunk codec overhead dominate.
+inline constexpr uint64_t kMinChunkBytes = 4u << 10;
+inline constexpr uint64_t kMaxChunkBytes = 1u << 30;
+inline constexpr uint64_t kDefaultChunkBytes = 1u << 20;
+// Chunk table entry: the low 31 bits are the chunk's stored size; this bit
+// set means the chunk is stored raw (it did not shrink).
+inline constexpr uint32_t kChunkStoredRawBit = 0x80000000u;
+// Records with at least this many chunks are encoded and decoded in parallel.
+inline constexpr uint32_t kParallelChunks = 8;
+
 enum RecordFlags : uint8_t {
   kFlagStoredRaw = 1,  // codec configured but payload stored raw (did not shrink)
   kFlagChunked = 2,    // payload is num_chunks independently encoded chunks
+  kFlagErased = 4,     // the object was erased or moved away; scanners skip the record
 };
 
 struct RecordHeader {
@@ -67,6 +81,9 @@ struct ObjectView {
   }
 };
 
+// The chunk size EncodeRecord uses for `config` (clamped as described above).
+uint64_t RecordChunkBytes(const CodecConfig& config);
+
 // Upper bound of the encoded record length (including padding).
 size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, const Codec& codec,
                      const CodecConfig& config);
@@ -82,7 +99,7 @@ struct RecordInfo {
   RecordHeader header;
   std::string_view key;
   std::vector<uint64_t> buffer_sizes;
-  std::vector<uint32_t> chunk_sizes;
+  std::vector<uint32_t> chunk_sizes;  // table entries as stored (kChunkStoredRawBit included)
   size_t payload_offset = 0;  // from the start of the record
   size_t record_size = 0;     // total, padded
 };
@@ -100,6 +117,11 @@ StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data);
 // the buffers concatenated). `data` is the same span given to ParseRecord.
 Status DecodeRecordPayload(const RecordInfo& info, std::span<const std::byte> data,
                            std::span<std::byte> out);
+
+// Sets kFlagErased in an encoded header (kRecordHeaderSize bytes) and
+// rewrites its header checksum, so recovery skips the whole record without
+// reporting it and never resynchronizes inside its payload.
+void MarkRecordErased(std::byte* header);
 
 // Record length for a header (padded). Assumes the header was validated.
 size_t RecordSize(const RecordHeader& h);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "tiers/io/file_io.h"
@@ -24,11 +25,13 @@ struct Segment {
   FileIo* io = nullptr;
   // Guarded by the owning stripe's mutex:
   uint64_t end = 0;      // bytes reserved so far (append offset)
+  uint64_t allocated = 0;  // bytes preallocated on disk
   bool sealed = false;   // no more appends; deleted when live_records reaches 0
   // Updated without the stripe lock:
   std::atomic<uint64_t> live_bytes{0};
   std::atomic<int64_t> live_records{0};
   std::atomic<bool> dirty{false};  // written since the last Sync
+  std::mutex header_mu;  // serializes read-modify-write of header blocks (erase marks)
 
   ~Segment() {
     if (io != nullptr && file.fd >= 0) (void)io->Close(file);

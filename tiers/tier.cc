@@ -2,9 +2,27 @@
 // for every tier kind.
 #include "tiers/tier.h"
 
+#include <chrono>
+
 namespace spillway {
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void Tier::MarkFull(double seconds) {
+  full_until_ns_.store(NowNs() + static_cast<int64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+bool Tier::marked_full() const {
+  const int64_t until = full_until_ns_.load(std::memory_order_relaxed);
+  return until != 0 && NowNs() < until;
+}
 
 bool Tier::TryReserve(uint64_t bytes) {
+  if (marked_full()) return false;
   uint64_t cur = used_.load(std::memory_order_relaxed);
   const uint64_t cap = capacity_bytes();
   do {
@@ -17,6 +35,7 @@ StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects)
   auto locs = StoreImpl(objects);
   if (!locs.ok()) {
     if (locs.status().IsIOError()) counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    if (locs.status().IsNoSpace()) MarkFull();
     return locs;
   }
   for (size_t i = 0; i < objects.size(); ++i) {

@@ -65,8 +65,13 @@ class Tier : public BlobAccount {
   // ---- capacity ----------------------------------------------------------
   uint64_t capacity_bytes() const { return config_.capacity_bytes; }
   uint64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
-  // Atomically adds `bytes` if the tier stays within capacity.
+  // Atomically adds `bytes` if the tier stays within capacity and is not
+  // marked full.
   bool TryReserve(uint64_t bytes);
+  // The device reported ENOSPC: refuse reservations for `seconds`, so the
+  // chain falls through to the next tier instead of failing again.
+  void MarkFull(double seconds = 1.0);
+  bool marked_full() const;
   // Adds `bytes` even past capacity (small overshoot after encoding).
   void ForceReserve(uint64_t bytes) { used_.fetch_add(bytes, std::memory_order_relaxed); }
   void Unreserve(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
@@ -116,6 +121,7 @@ class Tier : public BlobAccount {
   const TierConfig config_;
   const int index_;
   std::atomic<uint64_t> used_{0};
+  std::atomic<int64_t> full_until_ns_{0};  // steady_clock time until which the tier counts as full
 };
 
 }  // namespace spillway

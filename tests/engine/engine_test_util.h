@@ -1,6 +1,8 @@
 // Builders for engine tests: small host -> file chains in scratch directories.
 #pragma once
 
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

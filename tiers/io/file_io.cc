@@ -1,1 +1,66 @@
-// placeholder: being written
+// FileIo's non-virtual conveniences (Read, Write) and the factory that picks
+// an implementation: io_uring where the kernel allows it, POSIX otherwise.
+#include "tiers/io/file_io.h"
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+
+namespace spillway {
+
+namespace {
+
+Status RunOne(FileIo& io, IoRequest::Op op, const FileHandle& f, uint64_t offset, void* buf, size_t len) {
+  IoRequest r;
+  r.op = op;
+  r.fd = f.fd;
+  r.offset = offset;
+  r.buf = buf;
+  r.len = len;
+  Status s = io.SubmitAndWait(std::span<IoRequest>(&r, 1), 1);
+  if (!s.ok()) return s;
+  // SubmitAndWait ends a read at end of file without failing (see
+  // file_io.h); here the caller asked for exactly `len` bytes, so a partly
+  // filled buffer is an error, never a success.
+  if (r.result != static_cast<ssize_t>(len)) {
+    std::string what = op == IoRequest::Op::kRead ? "short read" : "short write";
+    what += ": '" + f.path + "' offset " + std::to_string(offset) + " len " + std::to_string(len);
+    if (op == IoRequest::Op::kRead) {
+      return Status::IOError(what + ": end of file after " + std::to_string(r.result) + " bytes");
+    }
+    return Status::IOError(what + ": transferred " + std::to_string(r.result));
+  }
+  return Status::OK();
+}
+
+// io_uring is unavailable for the whole process when it is for one thread
+// (kernel, seccomp, sysctl), so say so once, not once per tier.
+void LogFallbackOnce(const Status& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "spillway: %s; using POSIX pread/pwrite\n", why.message().c_str());
+  });
+}
+
+}  // namespace
+
+Status FileIo::Read(const FileHandle& f, uint64_t offset, void* buf, size_t len) {
+  return RunOne(*this, IoRequest::Op::kRead, f, offset, buf, len);
+}
+
+Status FileIo::Write(const FileHandle& f, uint64_t offset, const void* buf, size_t len) {
+  // SubmitAndWait takes a mutable buffer because reads fill it; a write only
+  // reads from it.
+  return RunOne(*this, IoRequest::Op::kWrite, f, offset, const_cast<void*>(buf), len);
+}
+
+std::unique_ptr<FileIo> MakeFileIo(IoEngine engine) {
+  if (engine == IoEngine::kPosix) return MakePosixFileIo();
+  StatusOr<std::unique_ptr<FileIo>> uring = MakeUringFileIo();
+  if (uring.ok()) return std::move(uring).value();
+  LogFallbackOnce(uring.status());
+  return MakePosixFileIo();
+}
+
+}  // namespace spillway

@@ -53,16 +53,31 @@ class FileIo {
   virtual ~FileIo() = default;
   virtual const char* name() const = 0;  // "io_uring", "posix", "fault(...)"
 
-  // Opens `path` with O_NOFOLLOW|O_CLOEXEC, mode 0600 on create.
+  // Opens `path` with O_NOFOLLOW|O_CLOEXEC, mode 0600 on create. NotFound when
+  // the file does not exist (and !create); a symlink is refused (IOError).
   virtual StatusOr<FileHandle> Open(const std::string& path, const OpenOptions& opts) = 0;
   virtual Status Close(FileHandle& file) = 0;
   // Runs every request, keeping up to `queue_depth` in flight; short
   // transfers are continued. Returns the first failure (all requests are still
   // waited for before returning, so buffers may be freed afterwards).
+  // After a failure, requests not yet started are not issued (result =
+  // -ECANCELED). A read that reaches end of file ends there and is not a
+  // failure: `result` is the bytes read (< len, 0 past the end), so a caller
+  // may read an aligned window over an unaligned file tail. Callers must check
+  // `result`; Read() does and fails on it. Error messages name the operation,
+  // file path and offset.
   virtual Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) = 0;
   virtual Status Sync(const FileHandle& file) = 0;  // fdatasync
   // Frees [offset, offset+len) inside the file (FALLOC_FL_PUNCH_HOLE); NotSupported if the fs cannot.
   virtual Status PunchHole(const FileHandle& file, uint64_t offset, uint64_t len) = 0;
+  // Reserves disk blocks for [offset, offset+len) (fallocate mode 0: the file
+  // grows to at least offset+len). O_DIRECT writes into reserved blocks skip
+  // block allocation and run markedly faster on ext4/xfs (fio: ~1.7 vs ~1.1
+  // GiB/s here). NotSupported where the filesystem cannot.
+  virtual Status Allocate(const FileHandle& file, uint64_t offset, uint64_t len) {
+    (void)file, (void)offset, (void)len;
+    return Status::NotSupported("Allocate not implemented by this FileIo");
+  }
   virtual Status Truncate(const FileHandle& file, uint64_t size) = 0;
   virtual StatusOr<uint64_t> FileSize(const FileHandle& file) = 0;
   // Blocks allocated on disk, in bytes (st_blocks * 512).
@@ -77,7 +92,9 @@ class FileIo {
   Status Write(const FileHandle& f, uint64_t offset, const void* buf, size_t len);
 };
 
-// io_uring when the kernel allows it (else POSIX), or as `engine` asks.
+// io_uring when the kernel allows it (else POSIX, logged once to stderr), or
+// as `engine` asks. kUring when io_uring is unavailable also falls back to
+// POSIX (logged): use MakeUringFileIo to treat that as an error. Never null.
 std::unique_ptr<FileIo> MakeFileIo(IoEngine engine = IoEngine::kAuto);
 std::unique_ptr<FileIo> MakePosixFileIo();
 // Null with a reason when io_uring is unavailable (kernel, seccomp, rlimit).
@@ -93,6 +110,7 @@ class FileIoWrapper : public FileIo {
   Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override { return target_->SubmitAndWait(r, qd); }
   Status Sync(const FileHandle& f) override { return target_->Sync(f); }
   Status PunchHole(const FileHandle& f, uint64_t o, uint64_t l) override { return target_->PunchHole(f, o, l); }
+  Status Allocate(const FileHandle& f, uint64_t o, uint64_t l) override { return target_->Allocate(f, o, l); }
   Status Truncate(const FileHandle& f, uint64_t s) override { return target_->Truncate(f, s); }
   StatusOr<uint64_t> FileSize(const FileHandle& f) override { return target_->FileSize(f); }
   StatusOr<uint64_t> AllocatedBytes(const FileHandle& f) override { return target_->AllocatedBytes(f); }

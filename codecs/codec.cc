@@ -1,0 +1,107 @@
+// MakeCodec and the adaptive encoding shared by every codec: sample first,
+// compress only what will shrink, store the rest raw.
+//
+// Why sample: zstd compresses incompressible data at only ~400 MB/s (LIMITS.md)
+// while a raw copy runs at memory bandwidth, so compressing a whole random
+// object just to throw the result away would make incompressible data cost
+// several times codec none. A few slices spread over the input predict the
+// outcome for a few percent of the work.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "codecs/codec.h"
+#include "codecs/codec_factories.h"
+
+namespace spillway {
+namespace {
+
+inline constexpr size_t kMinSliceBytes = 4u << 10;
+inline constexpr size_t kMaxSliceBytes = 16u << 10;
+
+Status CheckOutRoom(const Codec& codec, size_t in_size, size_t out_size) {
+  size_t need = std::max(codec.MaxEncodedSize(in_size), in_size);
+  if (out_size >= need) return Status::OK();
+  return Status::InvalidArgument("encode: output buffer of " + std::to_string(out_size) +
+                                 " bytes, need " + std::to_string(need) + " for " +
+                                 std::to_string(in_size) + " input bytes");
+}
+
+EncodeResult CopyRaw(std::span<const std::byte> in, std::span<std::byte> out) {
+  if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
+  return EncodeResult{in.size(), true};
+}
+
+}  // namespace
+
+std::unique_ptr<Codec> MakeCodec(const CodecConfig& config) {
+  switch (config.kind) {
+    case CodecKind::kZstd:
+      return NewZstdCodec(config.level);
+    case CodecKind::kLz4:
+      return NewLz4Codec(config.level);
+    case CodecKind::kNone:
+      break;
+  }
+  return NewNoneCodec();
+}
+
+size_t SampleSliceBytes(size_t raw_size) {
+  return std::clamp(raw_size / 128, kMinSliceBytes, kMaxSliceBytes);
+}
+
+size_t SampleSliceOffset(size_t raw_size, size_t i) {
+  size_t slice = std::min(SampleSliceBytes(raw_size), raw_size);
+  return (raw_size - slice) / (kSampleSlices - 1) * std::min(i, kSampleSlices - 1);
+}
+
+bool WorthKeeping(size_t encoded, size_t raw, double min_savings) {
+  if (encoded >= raw) return false;
+  if (!(min_savings > 0)) return true;  // also catches NaN
+  return static_cast<double>(encoded) <= static_cast<double>(raw) * (1.0 - min_savings);
+}
+
+StatusOr<bool> SampleShrinks(const Codec& codec, double min_savings,
+                             std::span<const std::span<const std::byte>> slices) {
+  // Slices are small (<= 16 KiB), so one reused per-thread scratch suffices.
+  thread_local std::vector<std::byte> scratch;
+  size_t raw = 0, encoded = 0;
+  for (const auto& slice : slices) {
+    size_t need = codec.MaxEncodedSize(slice.size());
+    if (scratch.size() < need) scratch.resize(need);
+    StatusOr<size_t> n = codec.Encode(slice, std::span<std::byte>(scratch.data(), need));
+    if (!n.ok()) return n.status();
+    raw += slice.size();
+    encoded += *n;
+  }
+  return WorthKeeping(encoded, raw, min_savings);
+}
+
+StatusOr<EncodeResult> EncodeOrCopy(const Codec& codec, double min_savings,
+                                    std::span<const std::byte> in, std::span<std::byte> out) {
+  SPILLWAY_RETURN_IF_ERROR(CheckOutRoom(codec, in.size(), out.size()));
+  if (in.empty() || codec.kind() == CodecKind::kNone) return CopyRaw(in, out);
+  StatusOr<size_t> n = codec.Encode(in, out);
+  if (!n.ok()) return n.status();
+  if (WorthKeeping(*n, in.size(), min_savings)) return EncodeResult{*n, false};
+  return CopyRaw(in, out);
+}
+
+StatusOr<EncodeResult> EncodeAdaptive(const Codec& codec, double min_savings,
+                                      std::span<const std::byte> in, std::span<std::byte> out) {
+  SPILLWAY_RETURN_IF_ERROR(CheckOutRoom(codec, in.size(), out.size()));
+  if (codec.kind() != CodecKind::kNone && in.size() >= kSampleThreshold) {
+    const size_t slice = SampleSliceBytes(in.size());
+    std::span<const std::byte> slices[kSampleSlices];
+    for (size_t i = 0; i < kSampleSlices; ++i) {
+      slices[i] = in.subspan(SampleSliceOffset(in.size(), i), slice);
+    }
+    StatusOr<bool> shrinks = SampleShrinks(codec, min_savings, slices);
+    if (!shrinks.ok()) return shrinks.status();
+    if (!*shrinks) return CopyRaw(in, out);
+  }
+  return EncodeOrCopy(codec, min_savings, in, out);
+}
+
+}  // namespace spillway

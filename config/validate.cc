@@ -1,0 +1,358 @@
+// Value rules and machine rules for a tier chain; see validate.h.
+#include "config/validate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <set>
+
+#include "config/fs_probe.h"
+#include "config/units.h"
+
+namespace spillway {
+namespace {
+
+constexpr const char* kWatermarkRule = "expected 0 < low < high <= 1";
+constexpr uint64_t kMinChunkBytes = 4096;
+constexpr uint64_t kDirectAlign = 4096;
+constexpr int kLz4MaxAcceleration = 65537;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string TierField(size_t i) { return "tiers[" + std::to_string(i) + "]"; }
+
+int KindRank(TierKind k) {
+  switch (k) {
+    case TierKind::kGpu: return 0;
+    case TierKind::kHost: return 1;
+    case TierKind::kFile: return 2;
+  }
+  return 0;
+}
+
+bool ValidTierName(const std::string& name) {
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+void CheckWatermarks(const Watermarks& wm, const std::string& field, DiagnosticSink& sink) {
+  bool high_ok = wm.high > 0 && wm.high <= 1;
+  bool low_ok = wm.low > 0 && wm.low < 1;
+  if (!high_ok) {
+    sink.Error(field + ".high", "high watermark " + Num(wm.high) + " is out of range",
+               kWatermarkRule);
+  }
+  if (!low_ok) {
+    sink.Error(field + ".low", "low watermark " + Num(wm.low) + " is out of range",
+               kWatermarkRule);
+  }
+  if (high_ok && low_ok && wm.low >= wm.high) {
+    sink.Error(field, "low watermark " + Num(wm.low) + " must be below high watermark " +
+                          Num(wm.high),
+               kWatermarkRule);
+  }
+}
+
+void CheckCodec(const CodecConfig& c, const std::string& field, DiagnosticSink& sink) {
+  if (c.kind == CodecKind::kZstd && (c.level < -7 || c.level > 22)) {
+    sink.Error(field + ".level", "zstd level " + std::to_string(c.level) + " is out of range",
+               "expected -7 to 22; 3 is a good default");
+  }
+  if (c.kind == CodecKind::kLz4 && (c.level < 1 || c.level > kLz4MaxAcceleration)) {
+    sink.Error(field + ".level",
+               "lz4 acceleration " + std::to_string(c.level) + " is out of range",
+               "expected 1 for the best ratio up to 65537 for the fastest");
+  }
+  if (!(c.min_savings >= 0 && c.min_savings < 1)) {
+    sink.Error(field + ".min_savings", "min_savings " + Num(c.min_savings) + " is out of range",
+               "expected a fraction from 0 up to (not including) 1, e.g. 0.1");
+  }
+  if (c.chunk_bytes < kMinChunkBytes) {
+    sink.Error(field + ".chunk", "chunk of " + std::to_string(c.chunk_bytes) + " bytes is too small",
+               "expected at least 4KiB, e.g. 1MiB");
+  }
+}
+
+void CheckIo(const IoConfig& io, const std::string& field, DiagnosticSink& sink) {
+  if (io.queue_depth < 1 || io.queue_depth > 4096) {
+    sink.Error(field + ".queue_depth",
+               "queue_depth " + std::to_string(io.queue_depth) + " is out of range",
+               "expected 1 to 4096");
+  }
+  if (io.block_bytes == 0 || (io.direct && io.block_bytes % kDirectAlign != 0)) {
+    sink.Error(field + ".block_size",
+               "block_size of " + std::to_string(io.block_bytes) + " bytes is not usable",
+               io.direct ? "direct I/O needs a positive multiple of 4KiB, e.g. 1MiB"
+                         : "expected a positive size, e.g. 1MiB");
+  } else if (io.segment_bytes < io.block_bytes) {
+    sink.Error(field + ".segment_size",
+               "segment_size (" + FormatBytes(io.segment_bytes) + ") is smaller than block_size (" +
+                   FormatBytes(io.block_bytes) + ")",
+               "expected segment_size >= block_size, e.g. 256MiB");
+  }
+}
+
+void CheckTier(const TierConfig& t, const std::string& f, DiagnosticSink& sink) {
+  if (t.name.empty()) {
+    sink.Error(f + ".name", "the tier name is empty", "e.g. name: host");
+  } else if (!ValidTierName(t.name)) {
+    sink.Error(f + ".name", "tier name '" + t.name + "' has characters other than letters, digits, '-', '_' and '.'");
+  }
+  if (t.capacity_bytes == 0 && !LooksLikePercent(t.capacity_text)) {
+    sink.Error(f + ".capacity", "capacity must be greater than zero",
+               "a size like 64GiB or a percentage like 80%");
+  }
+  CheckWatermarks(t.watermarks, f + ".watermarks", sink);
+  CheckCodec(t.codec, f + ".codec", sink);
+  if (t.kind == TierKind::kFile) {
+    if (t.paths.empty()) {
+      sink.Error(f + ".paths", "a file tier needs at least one directory",
+                 "e.g. paths: [/var/tmp/spillway]");
+    }
+    for (size_t k = 0; k < t.paths.size(); ++k) {
+      if (t.paths[k].empty() || t.paths[k].front() != '/') {
+        sink.Error(f + ".paths[" + std::to_string(k) + "]",
+                   "expected an absolute path, found '" + t.paths[k] + "'",
+                   "start it with '/', e.g. ${SPILLWAY_DIR:-/var/tmp/spillway}/ssd");
+      }
+    }
+    CheckIo(t.io, f + ".io", sink);
+  } else if (!t.paths.empty()) {
+    sink.Warning(f + ".paths", std::string("paths are ignored for a ") + TierKindName(t.kind) +
+                                   " tier");
+  }
+  if (t.kind == TierKind::kGpu && t.device < 0) {
+    sink.Error(f + ".device", "device " + std::to_string(t.device) + " is negative",
+               "expected a CUDA device index, 0 for the first GPU");
+  }
+}
+
+std::string Normal(const std::string& p) {
+  std::string s = std::filesystem::path(p).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// Earlier directories (normalized path -> index into the list) that `path`
+// equals, lies inside, or contains; the first found.
+std::optional<size_t> Clash(const std::map<std::string, size_t>& seen, const std::string& path) {
+  if (auto it = seen.find(path); it != seen.end()) return it->second;
+  for (size_t cut = path.find_last_of('/'); cut != std::string::npos && cut > 0;
+       cut = path.find_last_of('/', cut - 1)) {
+    if (auto it = seen.find(path.substr(0, cut)); it != seen.end()) return it->second;
+  }
+  if (path != "/" && seen.count("/")) return seen.at("/");
+  const std::string below = path == "/" ? "/" : path + "/";
+  auto it = seen.lower_bound(below);
+  if (it != seen.end() && it->first.compare(0, below.size(), below) == 0) return it->second;
+  return std::nullopt;
+}
+
+void CheckDirectories(const Config& config, DiagnosticSink& sink) {
+  struct Dir {
+    std::string path;
+    size_t tier;
+    size_t index;
+  };
+  std::vector<Dir> dirs;
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < config.tiers.size(); ++i) {
+    const TierConfig& t = config.tiers[i];
+    if (t.kind != TierKind::kFile) continue;
+    for (size_t k = 0; k < t.paths.size(); ++k) {
+      if (t.paths[k].empty() || t.paths[k].front() != '/') continue;
+      Dir y{Normal(t.paths[k]), i, k};
+      if (std::optional<size_t> clash = Clash(seen, y.path)) {
+        const Dir& x = dirs[*clash];
+        std::string other =
+            x.tier == y.tier ? "this tier" : "tier '" + config.tiers[x.tier].name + "'";
+        std::string field = TierField(y.tier) + ".paths[" + std::to_string(y.index) + "]";
+        if (x.path == y.path) {
+          sink.Error(field, "directory '" + y.path + "' is also used by " + other,
+                     "give every tier its own directory");
+        } else {
+          sink.Error(field, "directory '" + y.path + "' overlaps '" + x.path + "' of " + other,
+                     "tier directories may not be nested: scratch tiers are wiped at open");
+        }
+      }
+      seen.emplace(y.path, dirs.size());
+      dirs.push_back(std::move(y));
+    }
+  }
+}
+
+void CheckChain(const Config& config, DiagnosticSink& sink) {
+  if (config.tiers.empty()) {
+    sink.Error("tiers", "the tier chain is empty", "add at least one tier");
+    return;
+  }
+  std::map<std::string, size_t> first;
+  size_t slowest = 0;
+  for (size_t i = 0; i < config.tiers.size(); ++i) {
+    const TierConfig& t = config.tiers[i];
+    const std::string f = TierField(i);
+    if (!t.name.empty()) {
+      auto [it, fresh] = first.emplace(t.name, i);
+      if (!fresh) {
+        Origin o = sink.origins() ? sink.origins()->Find(TierField(it->second))
+                                  : Origin{TierField(it->second), 0, 0};
+        sink.Error(f + ".name", "duplicate tier name '" + t.name + "'",
+                   "first used by " + o.path +
+                       (o.line ? " at line " + std::to_string(o.line) : std::string()));
+      }
+    }
+    const TierConfig& prev = config.tiers[slowest];
+    if (KindRank(t.kind) < KindRank(prev.kind)) {
+      sink.Error(f + ".kind",
+                 std::string(TierKindName(t.kind)) + " tier '" + t.name + "' comes after " +
+                     TierKindName(prev.kind) + " tier '" + prev.name + "'",
+                 "order the chain fastest first: gpu tiers, then host, then file");
+    } else {
+      slowest = i;
+    }
+  }
+  CheckDirectories(config, sink);
+}
+
+}  // namespace
+
+void CheckConfigValues(const Config& config, DiagnosticSink& sink) {
+  if (config.version != 1) {
+    sink.Error("version", "unsupported version " + std::to_string(config.version),
+               "expected version: 1");
+  }
+  CheckWatermarks(config.default_watermarks, "defaults.watermarks", sink);
+  if (config.policy.eviction != "lru") {
+    sink.Error("policy.eviction", "unknown eviction policy '" + config.policy.eviction + "'",
+               SuggestHint(config.policy.eviction, {"lru"}));
+  }
+  const MetricsConfig& m = config.metrics;
+  if (!(m.dump_interval_s > 0)) {
+    sink.Error("metrics.dump_interval_s", "dump_interval_s must be positive, found " +
+                                              Num(m.dump_interval_s));
+  }
+  if (!(m.event_sample >= 0 && m.event_sample <= 1)) {
+    sink.Error("metrics.event_sample", "event_sample " + Num(m.event_sample) + " is out of range",
+               "expected a fraction from 0 to 1");
+  }
+  if (m.event_rate_limit == 0) {
+    sink.Error("metrics.event_rate_limit", "event_rate_limit must be at least 1 line per second");
+  }
+  for (size_t i = 0; i < config.tiers.size(); ++i) CheckTier(config.tiers[i], TierField(i), sink);
+  CheckChain(config, sink);
+}
+
+namespace {
+
+void ResolveCapacity(TierConfig& t, const std::string& f, uint64_t total, const std::string& of,
+                     DiagnosticSink& sink) {
+  if (t.capacity_bytes != 0 || !LooksLikePercent(t.capacity_text)) return;
+  StatusOr<SizeSpec> spec = ParseSize(t.capacity_text);
+  if (!spec.ok()) {
+    sink.Error(f + ".capacity", spec.status().message());
+    return;
+  }
+  if (total == 0) {
+    sink.Error(f + ".capacity", "cannot resolve " + t.capacity_text + ": the size of " + of +
+                                    " is unknown",
+               "give the capacity in bytes, e.g. 64GiB");
+    return;
+  }
+  t.capacity_bytes = ResolveSize(*spec, total);
+  if (t.capacity_bytes == 0) {
+    sink.Error(f + ".capacity", t.capacity_text + " of " + of + " is 0 bytes");
+  }
+}
+
+void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& options,
+                   DiagnosticSink& sink, std::map<std::string, PathProbe>* probes) {
+  uint64_t free_bytes = 0;
+  bool measured = false;
+  bool all_direct = true;
+  std::set<uint64_t> filesystems;
+  for (size_t k = 0; k < t.paths.size(); ++k) {
+    PathProbe p = CheckTierDirectory(t, k, f, options, sink);
+    if (probes) (*probes)[t.paths[k]] = p;
+    if (p.fs_total_bytes == 0) continue;
+    measured = true;
+    all_direct = all_direct && p.direct_io;
+    if (filesystems.insert(p.fs_id).second) free_bytes += p.fs_free_bytes;
+  }
+  if (!measured) return;
+  if (t.capacity_bytes > free_bytes) {
+    sink.Warning(f + ".capacity",
+                 "only " + FormatBytes(free_bytes) + " free for a capacity of " +
+                     FormatBytes(t.capacity_bytes),
+                 "the tier will run out of space before it reaches its capacity");
+  }
+  if (!all_direct) t.io.direct = false;
+}
+
+}  // namespace
+
+void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& sink,
+                  std::map<std::string, PathProbe>* probes) {
+  const uint64_t physical = PhysicalMemoryBytes();
+  const std::vector<uint64_t>& gpus = options.gpu.device_total_bytes;
+  std::vector<bool> drop(config->tiers.size(), false);
+  for (size_t i = 0; i < config->tiers.size(); ++i) {
+    TierConfig& t = config->tiers[i];
+    const std::string f = TierField(i);
+    uint64_t total = 0;
+    std::string of;
+    if (t.kind == TierKind::kGpu) {
+      std::string problem, field;
+      if (!options.gpu.built_with_cuda) {
+        problem = "gpu tier '" + t.name + "' needs CUDA, but spillway was built without CUDA";
+        field = f + ".kind";
+      } else if (t.device < 0 || static_cast<size_t>(t.device) >= gpus.size()) {
+        problem = "device " + std::to_string(t.device) + " not found (" +
+                  std::to_string(gpus.size()) + " CUDA devices visible)";
+        field = f + ".device";
+      }
+      if (!problem.empty()) {
+        if (t.optional) {
+          sink.Warning(field, problem + "; the optional tier is left out");
+          drop[i] = true;
+        } else {
+          sink.Error(field, problem, "set optional: true to leave the tier out where it cannot run");
+        }
+        continue;
+      }
+      total = gpus[t.device];
+      of = "GPU " + std::to_string(t.device) + "'s memory";
+    } else if (t.kind == TierKind::kHost) {
+      total = physical;
+      of = "physical memory";
+    } else {
+      total = t.paths.empty() ? 0 : FilesystemBytes(t.paths[0]);
+      of = t.paths.empty() ? "the filesystem" : "the filesystem of '" + t.paths[0] + "'";
+    }
+    ResolveCapacity(t, f, total, of, sink);
+    if (t.kind != TierKind::kFile && total > 0 && t.capacity_bytes > total) {
+      sink.Warning(f + ".capacity", "capacity " + FormatBytes(t.capacity_bytes) + " exceeds " +
+                                        of + " (" + FormatBytes(total) + ")");
+    }
+    if (t.kind == TierKind::kFile && options.check_filesystem) {
+      CheckFileTier(t, f, options, sink, probes);
+    }
+  }
+  bool dropped = false;
+  for (size_t i = drop.size(); i-- > 0;) {
+    if (!drop[i]) continue;
+    config->tiers.erase(config->tiers.begin() + static_cast<std::ptrdiff_t>(i));
+    dropped = true;
+  }
+  if (dropped && config->tiers.empty()) {
+    sink.Error("tiers", "no tier is left once the optional tiers that cannot run here are left out");
+  }
+}
+
+}  // namespace spillway

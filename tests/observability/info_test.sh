@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `spillway info`: runs without a file, prints io_uring status, the pinned
+# limit and CUDA; with a config prints every tier with filesystem, free space
+# and O_DIRECT; --json is one parseable object; it creates nothing; exit 2 on
+# an unreadable file, 1 on an invalid one.
+# $1: the spillway CLI, $2: the source directory.
+set -u
+cli="$1"
+src="$2"
+tmp="$(mktemp -d "${SPILLWAY_TEST_DIR:-/var/tmp}/spillway-info-XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+out="$("$cli" info)" || fail "info without a file exited $?"
+echo "$out"
+grep -q "io_uring" <<<"$out" || fail "no io_uring line"
+grep -Eq "io_uring +(available|not available: .+)" <<<"$out" || fail "io_uring line has no status"
+grep -q "pinned limit" <<<"$out" || fail "no pinned-memory limit"
+grep -q "CUDA" <<<"$out" || fail "no CUDA line"
+grep -q "memory .* total" <<<"$out" || fail "no physical memory"
+
+cat >"$tmp/tiers.yaml" <<EOF
+version: 1
+tiers:
+  - name: host
+    kind: host
+    capacity: 64MiB
+    pinned: false
+  - name: scratch
+    kind: file
+    medium: ssd
+    paths: ["$tmp/scratch-a", "$tmp/scratch-b"]
+    capacity: 256MiB
+    codec: lz4
+EOF
+mkdir "$tmp/scratch-a"
+out="$("$cli" info "$tmp/tiers.yaml")" || fail "info FILE exited $?"
+echo "$out"
+grep -q "tier host" <<<"$out" || fail "tier host missing"
+grep -q "tier scratch" <<<"$out" || fail "tier scratch missing"
+grep -Eq "$tmp/scratch-a: [^,]+, .* free of .*, O_DIRECT (yes|no)" <<<"$out" || fail "no probe for scratch-a"
+grep -q "$tmp/scratch-b (missing; parent probed)" <<<"$out" || fail "missing dir not reported"
+[ ! -e "$tmp/scratch-b" ] || fail "info created a tier directory"
+
+json="$("$cli" info "$tmp/tiers.yaml" --json)" || fail "info --json exited $?"
+if command -v jq >/dev/null; then
+  jq -e '.machine.io_uring.available | type == "boolean"' <<<"$json" >/dev/null || fail "json: io_uring"
+  jq -e '.machine.memory_total_bytes > 0' <<<"$json" >/dev/null || fail "json: memory"
+  jq -e '.machine.memlock_soft != null' <<<"$json" >/dev/null || fail "json: memlock"
+  jq -e '.config.tiers | length == 2' <<<"$json" >/dev/null || fail "json: tiers"
+  jq -e '.config.tiers[1].paths[0].fs_free_bytes > 0' <<<"$json" >/dev/null || fail "json: free space"
+  jq -e '.config.tiers[1].paths[0].direct_io | type == "boolean"' <<<"$json" >/dev/null || fail "json: direct"
+elif command -v python3 >/dev/null; then
+  python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["config"]["tiers"]) == 2' <<<"$json" ||
+    fail "json does not parse"
+fi
+
+if [ -f "$src/examples/tiers.yaml" ]; then
+  "$cli" info "$src/examples/tiers.yaml" >/dev/null
+  rc=$?
+  [ "$rc" -le 1 ] || fail "info examples/tiers.yaml exited $rc"
+fi
+
+"$cli" info "$tmp/does-not-exist.yaml" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "unreadable file should exit 2"
+printf 'version: 1\ntiers:\n  - name: x\n    kind: host\n    capactiy: 1GiB\n' >"$tmp/bad.yaml"
+"$cli" info "$tmp/bad.yaml" >/dev/null 2>&1
+[ $? -eq 1 ] || fail "invalid file should exit 1"
+echo "PASS"
