@@ -56,8 +56,23 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     moves.push_back(Move{e, e->version, e->loc, nullptr, {}, 0, -1, {}, false});
   }
 
-  // Read the sources.
+  // Read the sources: a gpu tier gathers small objects and copies them to
+  // pinned host memory in one batch; other tiers read one by one.
+  if (tiers_[t]->kind() == TierKind::kGpu && !moves.empty()) {
+    std::vector<Location> srcs;
+    for (Move& m : moves) srcs.push_back(m.src);
+    auto blobs = LoadBatchToHost(t, srcs);
+    if (blobs.ok()) {
+      for (size_t i = 0; i < moves.size(); ++i) {
+        moves[i].blob = std::move((*blobs)[i]);
+        moves[i].blob->Spans(&moves[i].spans);
+      }
+    } else {
+      boundary(t, t + 1).failures.fetch_add(moves.size(), std::memory_order_relaxed);
+    }
+  }
   for (Move& m : moves) {
+    if (m.blob || tiers_[t]->kind() == TierKind::kGpu) continue;
     auto blob = tiers_[t]->Load(m.src, m.e->key);
     if (!blob.ok()) {
       boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
@@ -95,6 +110,20 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
       batch.push_back(&m);
     }
     if (batch.empty()) continue;
+    if (tiers_[t]->kind() == TierKind::kGpu && CanAdoptHost(static_cast<int>(d))) {
+      // The batch already sits in fresh host memory: the host tier adopts it.
+      for (Move* m : batch) {
+        auto loc = tiers_[d]->Adopt(m->blob, m->estimate);
+        if (loc.ok()) {
+          m->dst = std::move(*loc);
+          m->ok = true;
+        } else {
+          tiers_[d]->Unreserve(m->estimate);
+          boundary(t, static_cast<int>(d)).failures.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      continue;
+    }
     auto locs = tiers_[d]->Store(views);
     if (!locs.ok()) {
       for (Move* m : batch) tiers_[d]->Unreserve(m->estimate);

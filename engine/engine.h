@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,7 +41,9 @@ struct EngineOptions {
 };
 
 struct PutOptions {
-  // Buffers are device pointers (gpu tiers only); detected when left kAny.
+  // Where the caller's buffers are. kAny: detected (cudaPointerGetAttributes
+  // in a CUDA build with a gpu tier; host otherwise). Device buffers go to
+  // the first gpu tier with room, else are copied to host memory.
   Where memory = Where::kAny;
 };
 
@@ -70,6 +73,27 @@ class Engine {
   // Removes the object; its space is reclaimed once no Handle pins it.
   // NotFound when absent.
   virtual Status Erase(std::string_view key) = 0;
+
+  // ---- GPU (gpu tiers; NotSupported in an engine without one) ----
+  // Stores a caller's device allocation without copying: the engine owns it
+  // from now on and calls `release(ptr)` when the object is erased, replaced
+  // or demoted off the device. `buffer_sizes` splits it into buffers.
+  // (Put of device pointers copies them instead; both are documented here.)
+  virtual Status PutDeviceAllocation(std::string_view key, void* device_ptr,
+                                     std::vector<uint64_t> buffer_sizes,
+                                     std::function<void(void*)> release) = 0;
+  // Brings every key to `where` concurrently and pins each until the
+  // returned handles are released: call it before launching a kernel on
+  // those inputs. On any failure nothing stays pinned and the error names the key.
+  virtual StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) = 0;
+  // Like Acquire, but returns at once and releases each pin when it is done,
+  // leaving the objects resident (they may still be demoted later).
+  virtual void Prefetch(std::span<const std::string> keys, Where where) = 0;
+  // Device memory of `bytes` for the caller, from the engine's pool on the
+  // first gpu tier. On allocation failure it demotes enough objects to fit
+  // and retries once, then returns NoSpace. Freed when the pointer's last
+  // copy goes away.
+  virtual StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) = 0;
   virtual bool Contains(std::string_view key) = 0;
   // Waits until background moves are done and no tier is above its high
   // watermark, then makes persistent tiers durable (data synced).

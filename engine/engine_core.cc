@@ -25,6 +25,7 @@ EngineCore::EngineCore(Config config, EngineOptions options)
     : config_(std::move(config)), options_(std::move(options)) {}
 
 EngineCore::~EngineCore() {
+  prefetch_pool_.reset();  // finishes queued prefetches
   if (mover_) mover_->Stop();
   if (dumper_) {
     (void)dumper_->DumpNow();  // a last snapshot while the objects still exist
@@ -45,6 +46,13 @@ EngineCore::~EngineCore() {
     }
     for (Entry* e : entries) Unref(e);
   }
+}
+
+int EngineCore::FirstGpuTier() const {
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (tiers_[i]->kind() == TierKind::kGpu) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 int EngineCore::FirstHostTier() const {
@@ -101,25 +109,49 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
                                    std::to_string(kMaxKeyLen));
   }
   if (buffers.size() > kMaxBuffers) return Status::InvalidArgument("too many buffers in one object");
-  if (options.memory == Where::kDevice) {
-    return Status::NotSupported("device buffers need a gpu tier (this engine has none)");
-  }
+  const MemoryKind kind = ClassifyBuffers(buffers, options.memory);
   ObjectView view{key, buffers};
   const uint64_t raw = view.raw_size();
+  // A device object that lands below the gpu tiers is copied to host memory once.
+  BlobPtr host_copy;
+  std::vector<std::span<const std::byte>> host_spans;
   Status last_error;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     Tier& tier = *tiers_[t];
-    if (!tier.Accepts(MemoryKind::kHost)) continue;
-    const uint64_t estimate = tier.ReserveEstimate(view);
+    const bool direct = tier.Accepts(kind);
+    if (!direct && kind != MemoryKind::kDevice) continue;  // host objects skip gpu tiers
+    ObjectView v = view;
+    if (!direct) {
+      if (!host_copy) {
+        auto c = CopyDeviceToHost(view);
+        if (!c.ok()) return c.status().WithContext("copying device object to host");
+        host_copy = std::move(*c);
+        host_copy->Spans(&host_spans);
+      }
+      v = ObjectView{key, host_spans};
+    }
+    const uint64_t estimate = tier.ReserveEstimate(v);
     if (estimate > tier.capacity_bytes()) continue;
     if (!ReserveWithBackpressure(static_cast<int>(t), estimate)) continue;
-    auto locs = tier.Store(std::span<const ObjectView>(&view, 1));
-    if (!locs.ok()) {
-      tier.Unreserve(estimate);
-      last_error = locs.status();
-      continue;  // fall through to the next tier
+    Location loc;
+    if (!direct && CanAdoptHost(static_cast<int>(t))) {
+      auto adopted = tier.Adopt(host_copy, estimate);  // no second copy
+      if (!adopted.ok()) {
+        tier.Unreserve(estimate);
+        last_error = adopted.status();
+        continue;
+      }
+      loc = std::move(*adopted);
+    } else {
+      auto locs = tier.Store(std::span<const ObjectView>(&v, 1));
+      if (!locs.ok()) {
+        tier.Unreserve(estimate);
+        last_error = locs.status();
+        continue;  // fall through to the next tier
+      }
+      loc = std::move((*locs)[0]);
     }
-    Insert(key, raw, static_cast<int>(t), std::move((*locs)[0]));
+    Insert(key, raw, static_cast<int>(t), std::move(loc));
     if (tier.AboveHigh() && mover_) mover_->Wake();
     return Status::OK();
   }
@@ -130,7 +162,6 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
 
 StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
   gets_.fetch_add(1, std::memory_order_relaxed);
-  if (where == Where::kDevice) return Status::NotSupported("no gpu tier: cannot return device memory");
   auto& shard = index_.ShardFor(key);
   Entry* e;
   int t;
@@ -156,6 +187,17 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
     policy_->Touch(e);
   }
   hits_[t].fetch_add(1, std::memory_order_relaxed);
+  if (tiers_[t]->kind() == TierKind::kGpu) {
+    if (where != Where::kHost) return Handle(std::move(loc.blob), e, this);
+    auto host = tiers_[t]->Load(loc, key);  // a host copy; the object stays on the device
+    if (!host.ok()) {
+      Unpin(e);
+      Unref(e);
+      return host.status();
+    }
+    return Handle(std::move(*host), e, this);
+  }
+  if (where == Where::kDevice) return ToDevice(e, t, version, std::move(loc), key);
   if (tiers_[t]->is_memory()) return Handle(std::move(loc.blob), e, this);
 
   const auto start = std::chrono::steady_clock::now();

@@ -19,6 +19,7 @@
 #include "engine/metrics_dumper.h"
 #include "engine/object_index.h"
 #include "tiers/host_tier.h"
+#include "tiers/worker_pool.h"
 #include "tiers/io/file_io.h"
 
 namespace spillway::internal {
@@ -45,6 +46,11 @@ class EngineCore final : public Engine {
              const PutOptions& options) override;
   using Engine::Put;
   StatusOr<Handle> Get(std::string_view key, Where where) override;
+  Status PutDeviceAllocation(std::string_view key, void* device_ptr, std::vector<uint64_t> buffer_sizes,
+                             std::function<void(void*)> release) override;
+  StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) override;
+  void Prefetch(std::span<const std::string> keys, Where where) override;
+  StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) override;
   Status Erase(std::string_view key) override;
   bool Contains(std::string_view key) override;
   Status Flush() override;
@@ -63,6 +69,9 @@ class EngineCore final : public Engine {
   void Unpin(Entry* e);
   void Unref(Entry* e);
   BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
+  // Bytes to demote from gpu tier t because free device memory is below its
+  // headroom (memory taken outside the engine). 0 for other tiers.
+  uint64_t DevicePressure(int t);
   // Reserves `estimate` bytes in tier t, demoting synchronously if needed.
   bool ReserveWithBackpressure(int t, uint64_t estimate);
 
@@ -73,11 +82,24 @@ class EngineCore final : public Engine {
   void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc);
   StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
   int FirstHostTier() const;
+  int FirstGpuTier() const;
+  // engine_gpu.cc: the device halves of Put and Get.
+  MemoryKind ClassifyBuffers(std::span<const std::span<const std::byte>> buffers, Where declared) const;
+  StatusOr<BlobPtr> CopyDeviceToHost(const ObjectView& view);
+  StatusOr<Handle> ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key);
+  StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs);
+  bool CanAdoptHost(int t) const;
+  void CreateGpuTier(const TierConfig& tc, int index, Status* st);
+  Status OpenGpuSupport();
   void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok);
 
   Config config_;
   EngineOptions options_;
   std::vector<std::unique_ptr<FileIo>> owned_io_;
+  // Page-locked pool for host tiers when CUDA and a GPU are present; declared
+  // before tiers_ so it outlives every blob the tiers hold.
+  std::unique_ptr<HostAllocator> host_alloc_;
+  std::unique_ptr<WorkerPool> prefetch_pool_;
   std::vector<std::unique_ptr<Tier>> tiers_;
   ObjectIndex index_;
   std::unique_ptr<EvictionPolicy> policy_;

@@ -6,27 +6,32 @@
 #include "config/yaml_loader.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
+#include "tiers/cuda_runtime.h"
 #include "tiers/file_tier.h"
 
 namespace spillway {
 
 StatusOr<std::unique_ptr<Engine>> Engine::Open(const Config& config, const EngineOptions& options) {
+  cuda::RegisterCudaGpuProbe();
   LoadOptions lo;
   lo.check_filesystem = true;
   lo.create_dirs = true;
   lo.gpu = DefaultGpuProbe();
-  std::vector<Diagnostic> diags = ValidateConfig(config, lo);
+  // Resolves percentages, drops unusable optional tiers, and checks the rest.
+  Config resolved = config;
+  std::vector<Diagnostic> diags = FinalizeConfig(resolved, lo);
   std::string errors;
   for (const Diagnostic& d : diags) {
     if (d.severity == Diagnostic::Severity::kError) errors += "\n  " + d.ToString();
   }
   if (!errors.empty()) return Status::InvalidArgument("invalid configuration:" + errors);
-  auto core = std::make_unique<internal::EngineCore>(config, options);
+  auto core = std::make_unique<internal::EngineCore>(std::move(resolved), options);
   SPILLWAY_RETURN_IF_ERROR(core->Init());
   return std::unique_ptr<Engine>(std::move(core));
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::OpenFile(const std::string& path, const EngineOptions& options) {
+  cuda::RegisterCudaGpuProbe();
   LoadOptions lo;
   lo.profile = options.profile;
   lo.gpu = DefaultGpuProbe();
@@ -48,6 +53,9 @@ Status EngineCore::Init() {
   pinned_bytes_.reset(new std::atomic<uint64_t>[n]());
   policy_ = std::make_unique<EvictionPolicy>(n);
 
+  SPILLWAY_RETURN_IF_ERROR(OpenGpuSupport());
+  prefetch_pool_ = std::make_unique<WorkerPool>(2);
+
   std::unordered_map<int, FileIo*> io_by_engine;
   auto io_for = [&](IoEngine kind) -> FileIo* {
     if (options_.file_io) return options_.file_io;
@@ -62,16 +70,20 @@ Status EngineCore::Init() {
     const TierConfig& tc = config_.tiers[i];
     switch (tc.kind) {
       case TierKind::kHost:
-        tiers_.push_back(std::make_unique<HostTier>(tc, static_cast<int>(i)));
+        tiers_.push_back(std::make_unique<HostTier>(tc, static_cast<int>(i), tc.pinned ? host_alloc_.get() : nullptr));
         break;
       case TierKind::kFile: {
-        auto ft = std::make_unique<FileTier>(tc, static_cast<int>(i), io_for(tc.io.engine), nullptr);
+        auto ft = std::make_unique<FileTier>(tc, static_cast<int>(i), io_for(tc.io.engine), host_alloc_.get());
         SPILLWAY_RETURN_IF_ERROR(ft->Open());
         tiers_.push_back(std::move(ft));
         break;
       }
-      case TierKind::kGpu:
-        return Status::NotSupported("tier '" + tc.name + "': gpu tiers are not available in this build");
+      case TierKind::kGpu: {
+        Status st;
+        CreateGpuTier(tc, static_cast<int>(i), &st);
+        if (!st.ok()) return st;
+        break;
+      }
     }
   }
 

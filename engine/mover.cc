@@ -2,6 +2,7 @@
 // watermark and by a periodic tick.
 #include "engine/mover.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/engine_core.h"
@@ -44,7 +45,7 @@ uint64_t Mover::Pass() {
   uint64_t total = 0;
   for (size_t t = 0; t + 1 < core_->num_tiers(); ++t) {
     Tier& tier = core_->tier(t);
-    uint64_t need = EvictionPolicy::BytesToDemote(tier);
+    uint64_t need = std::max(EvictionPolicy::BytesToDemote(tier), core_->DevicePressure(static_cast<int>(t)));
     while (need > 0) {
       const uint64_t moved = core_->Demote(static_cast<int>(t), std::min(need, kPassChunkBytes));
       if (moved == 0) break;

@@ -13,7 +13,9 @@
 namespace spillway {
 namespace {
 
-constexpr uint64_t kSlabBytes = 16ull << 20;
+// Slabs small enough that several are in flight at once (each worker keeps
+// slab/block requests queued), large enough to amortize a submission.
+constexpr uint64_t kSlabBytes = 8ull << 20;
 constexpr uint64_t kPreallocateBytes = 64ull << 20;
 // Aligned slab buffers up to this size are kept per thread for reuse.
 constexpr uint64_t kCachedBufferLimit = 64ull << 20;
@@ -77,8 +79,9 @@ FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host
     s->dir = p;
     stripes_.push_back(std::move(s));
   }
-  // Two workers per stripe let one slab encode while another is written.
-  pool_ = std::make_unique<WorkerPool>(std::max<size_t>(2, 2 * stripes_.size()));
+  // Four workers per stripe: slabs encode while others are written, and the
+  // in-flight writes of all workers together reach the queue depth.
+  pool_ = std::make_unique<WorkerPool>(std::max<size_t>(4, 4 * stripes_.size()));
 }
 
 FileTier::~FileTier() { pool_.reset(); }

@@ -92,7 +92,8 @@ class Tier : public BlobAccount {
   // reservation to the bytes actually stored.
   StatusOr<std::vector<Location>> Store(std::span<const ObjectView> objects);
   // Reads an object back as host memory, checksum verified and decoded.
-  // Memory tiers return their own Blob (no copy).
+  // The host tier returns its own Blob (no copy); a gpu tier returns a host
+  // copy (batched loads: GpuTier::LoadToHost).
   StatusOr<BlobPtr> Load(const Location& loc, std::string_view key);
   // Takes ownership of a host blob read from a lower tier (promotion) without
   // copying; `reserved` bytes were reserved by the caller.

@@ -1,0 +1,163 @@
+// The engine over a gpu -> host -> file chain: device objects several times
+// larger than the gpu tier are stored and read back verified, Acquire pins,
+// allocation failure demotes, managed mode, and device pressure from outside
+// the engine. Skips visibly without a GPU.
+#include "gpu_test_util.h"
+
+#include <filesystem>
+
+#include "../engine/engine_test_util.h"
+#include "engine/engine.h"
+
+using namespace spillway;
+using namespace spillway::testing;
+
+namespace {
+
+Config GpuChain(const std::string& dir, uint64_t gpu_cap, uint64_t host_cap, GpuMemory memory = GpuMemory::kDevice) {
+  Config c;
+  c.source = "<gpu-test>";
+  TierConfig g;
+  g.name = "gpu0";
+  g.kind = TierKind::kGpu;
+  g.capacity_bytes = gpu_cap;
+  g.capacity_text = std::to_string(gpu_cap);
+  g.memory = memory;
+  c.tiers.push_back(g);
+  TierConfig h = HostTierConfig("host", host_cap);
+  h.pinned = true;
+  c.tiers.push_back(h);
+  c.tiers.push_back(FileTierConfig("disk", dir + "/disk", 8ull << 30, CodecKind::kLz4));
+  return c;
+}
+
+std::unique_ptr<Engine> OpenGpu(const Config& c) {
+  auto e = Engine::Open(c);
+  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  return std::move(*e);
+}
+
+}  // namespace
+
+TEST_CASE("engine gpu: device objects 4x the gpu tier spill down and come back verified") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  auto e = OpenGpu(GpuChain(dir.path(), 256ull << 20, 256ull << 20));
+  const uint64_t obj = 8ull << 20;
+  const int n = 128;  // 1 GiB: 4x the gpu tier, 2x gpu + host
+  DeviceBuffer dev(obj);
+  for (int i = 0; i < n; ++i) {
+    dev.Upload(RandomBytes(obj, i));
+    std::span<const std::byte> one[1] = {dev.span()};
+    Status st = e->Put("d" + std::to_string(i), one);  // detected as device memory
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
+  REQUIRE(e->Flush().ok());
+  auto s = e->Stats();
+  CHECK(s.tiers[0].used_bytes <= 256ull << 20);
+  CHECK(s.tiers[0].demotions_out > 0);
+  CHECK(s.tiers[2].objects > 0);
+  for (int i = 0; i < n; i += 7) {
+    auto h = e->Get("d" + std::to_string(i), Where::kDevice);
+    REQUIRE_MESSAGE(h.ok(), h.status().ToString());
+    CHECK(h->where() == Where::kDevice);
+    CHECK(SameBytes(Download(h->buffer(0).data(), obj).data(), RandomBytes(obj, i)));
+  }
+  for (int i = 1; i < n; i += 5) {
+    auto h = e->Get("d" + std::to_string(i), Where::kHost);
+    REQUIRE_MESSAGE(h.ok(), h.status().ToString());
+    CHECK(h->where() == Where::kHost);
+    CHECK(HandleEquals(*h, RandomBytes(obj, i)));
+  }
+}
+
+TEST_CASE("engine gpu: Acquire brings a set to the device and pins it") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  auto e = OpenGpu(GpuChain(dir.path(), 64ull << 20, 64ull << 20));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) {  // 160 MiB of host objects: most end up on disk
+    keys.push_back("h" + std::to_string(i));
+    REQUIRE(e->Put(keys.back(), RandomBytes(4 << 20, 100 + i)).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  std::vector<std::string> want(keys.begin(), keys.begin() + 8);
+  auto acquired = e->Acquire(want, Where::kDevice);
+  REQUIRE_MESSAGE(acquired.ok(), acquired.status().ToString());
+  REQUIRE(acquired->size() == 8);
+  for (size_t i = 0; i < 8; ++i) {
+    CHECK((*acquired)[i].where() == Where::kDevice);
+  }
+  // Pressure from more device objects must not move the pinned ones.
+  DeviceBuffer dev(4 << 20);
+  for (int i = 0; i < 30; ++i) {
+    dev.Upload(RandomBytes(4 << 20, 500 + i));
+    std::span<const std::byte> one[1] = {dev.span()};
+    REQUIRE(e->Put("x" + std::to_string(i), one, PutOptions{Where::kDevice}).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  for (size_t i = 0; i < 8; ++i) {
+    CHECK(SameBytes(Download((*acquired)[i].buffer(0).data(), 4 << 20).data(), RandomBytes(4 << 20, 100 + i)));
+  }
+  CHECK(e->Stats().tiers[0].pinned_bytes == 8ull * (4 << 20));
+  acquired->clear();
+  CHECK(e->Stats().tiers[0].pinned_bytes == 0);
+  auto missing = e->Acquire(std::vector<std::string>{"h1", "nope"}, Where::kDevice);
+  CHECK(missing.status().IsNotFound());
+  CHECK(missing.status().message().find("nope") != std::string::npos);
+}
+
+TEST_CASE("engine gpu: AllocateDevice demotes to make room, and adopted allocations are released") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  auto e = OpenGpu(GpuChain(dir.path(), 512ull << 20, 1ull << 30));
+  auto mem = e->AllocateDevice(64 << 20);
+  REQUIRE_MESSAGE(mem.ok(), mem.status().ToString());
+  CHECK(mem->get() != nullptr);
+  int released = 0;
+  auto own = cuda::Malloc(0, 1 << 20);
+  REQUIRE(own.ok());
+  {
+    auto bytes = RandomBytes(1 << 20, 9);
+    REQUIRE(cuda::Memcpy(*own, bytes.data(), bytes.size()).ok());
+    Status st = e->PutDeviceAllocation("adopted", *own, {1 << 20}, [&](void* p) {
+      ++released;
+      cuda::Free(p);
+    });
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    auto h = e->Get("adopted");
+    REQUIRE(h.ok());
+    CHECK(h->buffer(0).data() == static_cast<std::byte*>(*own));  // zero copy
+    CHECK(SameBytes(Download(h->buffer(0).data(), 1 << 20).data(), bytes));
+  }
+  CHECK(released == 0);
+  REQUIRE(e->Erase("adopted").ok());
+  CHECK(released == 1);
+  // With the tier holding objects, a large allocation still succeeds.
+  for (int i = 0; i < 8; ++i) {
+    DeviceBuffer dev(32 << 20);
+    std::span<const std::byte> one[1] = {dev.span()};
+    REQUIRE(e->Put("fill" + std::to_string(i), one).ok());
+  }
+  auto big = e->AllocateDevice(128 << 20);
+  CHECK_MESSAGE(big.ok(), big.status().ToString());
+}
+
+TEST_CASE("engine gpu: managed memory mode stores and demotes by prefetch") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  auto e = OpenGpu(GpuChain(dir.path(), 128ull << 20, 256ull << 20, GpuMemory::kManaged));
+  DeviceBuffer dev(8 << 20);
+  for (int i = 0; i < 48; ++i) {  // 384 MiB: 3x the managed tier
+    dev.Upload(RandomBytes(8 << 20, 700 + i));
+    std::span<const std::byte> one[1] = {dev.span()};
+    REQUIRE(e->Put("m" + std::to_string(i), one).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  CHECK(e->Stats().tiers[0].demotions_out > 0);
+  for (int i = 0; i < 48; i += 5) {
+    auto h = e->Get("m" + std::to_string(i), Where::kHost);
+    REQUIRE_MESSAGE(h.ok(), h.status().ToString());
+    CHECK(HandleEquals(*h, RandomBytes(8 << 20, 700 + i)));
+  }
+}
