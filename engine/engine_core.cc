@@ -72,7 +72,8 @@ bool EngineCore::ReserveWithBackpressure(int t, uint64_t estimate) {
     const uint64_t used = tier.used_bytes();
     const uint64_t need = used + estimate > tier.capacity_bytes() ? used + estimate - tier.capacity_bytes() : 0;
     // Demote a little ahead so the next few calls do not each stall.
-    const uint64_t moved = Demote(t, std::max<uint64_t>(need, std::min<uint64_t>(estimate * 4, 16ull << 20)));
+    const uint64_t ahead = std::min<uint64_t>(std::max(estimate * 4, tier.capacity_bytes() / 16), 64ull << 20);
+    const uint64_t moved = Demote(t, std::max<uint64_t>(need, ahead));
     sync_demotions_.fetch_add(1, std::memory_order_relaxed);
     if (tier.TryReserve(estimate)) return true;
     if (moved == 0) break;

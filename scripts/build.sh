@@ -7,4 +7,5 @@ dir="${1:-build}"
 shift || true
 jobs="${SPILLWAY_JOBS:-$(nproc)}"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-ninja -C "$dir" -j "$jobs"
+# SPILLWAY_TARGETS: build only these targets (space separated)
+ninja -C "$dir" -j "$jobs" ${SPILLWAY_TARGETS:-}

@@ -243,3 +243,25 @@ TEST_CASE("concurrent puts, gets and erases from several threads stay consistent
   auto s = e->Stats();
   CHECK(s.tiers[0].objects + s.tiers[1].objects == s.objects);
 }
+
+TEST_CASE("a workload 8x the host tier completes with every byte verified and few files") {
+  TempDir dir("eng");
+  Config c = HostFileChain(dir.path(), 4 << 20, 256 << 20, CodecKind::kLz4);
+  auto e = OpenOrDie(c, /*background=*/true);
+  const int n = 256;  // 256 x 128 KiB = 32 MiB = 8x the host tier
+  for (int i = 0; i < n; ++i) {
+    auto v = i % 3 ? Bytes(128 << 10, 1000 + i) : CompressibleBytes(128 << 10, 1000 + i);
+    REQUIRE(e->Put("w" + std::to_string(i), v).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  CHECK(e->Stats().tiers[0].used_bytes <= 4u << 20);
+  for (int i = 0; i < n; ++i) {
+    auto want = i % 3 ? Bytes(128 << 10, 1000 + i) : CompressibleBytes(128 << 10, 1000 + i);
+    auto h = e->Get("w" + std::to_string(i));
+    REQUIRE_MESSAGE(h.ok(), h.status().ToString());
+    CHECK(HandleEquals(*h, want));
+  }
+  size_t files = 0;
+  for (auto& p : std::filesystem::directory_iterator(dir.path() + "/disk")) (void)p, ++files;
+  CHECK(files <= 8);  // 8 MiB segments: packed, not one file per object
+}
