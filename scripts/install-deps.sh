@@ -14,7 +14,7 @@ PKGS=(
   # benchmarks and reference tools
   fio zstd lz4 gnuplot-nox
   # python module and dask integration
-  python3 python3-dev python3-pybind11 python3-numpy python3-pandas
+  python3 python3-dev python3-pybind11 python3-numpy python3-pandas python3-pytest
   python3-dask python3-distributed
 )
 $SUDO apt-get update -qq

@@ -1,0 +1,55 @@
+"""spillway: tiered object storage (GPU -> host -> file tiers) for Python.
+
+    import spillway
+    eng = spillway.Engine("tiers.yaml")            # or a dict with the same keys
+    eng.put("k", numpy_array)                      # read in place, copied once into the tier
+    eng.put("multi", [header_bytes, payload])      # one object made of several buffers
+    view = eng.get("k")                            # read-only memoryview, pinned while alive
+    arr = numpy.frombuffer(view, dtype=numpy.float32)
+    data = eng.get("k", copy=True)                 # bytes; unpinned at once
+    eng.stats()["tiers"][0]["demotions_out"]
+
+Errors are spillway.Error subclasses that are also the matching built-in
+exception: NotFoundError (KeyError), NoSpaceError (MemoryError),
+StorageIOError (OSError), InvalidArgumentError (ValueError),
+NotSupportedError (NotImplementedError), CorruptionError (checksum mismatch).
+
+The Dask worker store lives in spillway.dask (imported on demand, so the core
+module does not need dask). See docs/python.md.
+"""
+from ._spillway import (  # noqa: F401  (re-exported API)
+    BusyError,
+    CorruptionError,
+    DeviceBuffer,
+    Engine,
+    EngineClosedError,
+    Error,
+    HostBuffer,
+    InvalidArgumentError,
+    NoSpaceError,
+    NotFoundError,
+    NotSupportedError,
+    StorageIOError,
+    format_bytes,
+)
+from .arrays import get_array, put_array  # noqa: F401
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BusyError",
+    "CorruptionError",
+    "DeviceBuffer",
+    "Engine",
+    "EngineClosedError",
+    "Error",
+    "HostBuffer",
+    "InvalidArgumentError",
+    "NoSpaceError",
+    "NotFoundError",
+    "NotSupportedError",
+    "StorageIOError",
+    "format_bytes",
+    "get_array",
+    "put_array",
+]

@@ -1,0 +1,611 @@
+// spillway._spillway: the native half of the Python module `spillway`.
+//
+// Exposes Engine (open from a YAML path, YAML text or a dict), put/get/erase/
+// contains/flush/stats, and maps Status codes to Python exceptions. The
+// pure-Python package (python/spillway/) re-exports it and adds the Dask store.
+//
+// Memory contract:
+//  - put() reads every buffer in place through the buffer protocol (no copy on
+//    the Python side; the engine copies once into its tier). Objects exposing
+//    __cuda_array_interface__ are passed as device pointers (PutOptions
+//    memory = kDevice): a gpu tier keeps them on the device, a chain without
+//    one gets a host copy; a build without CUDA answers NotSupported, raised
+//    as spillway.NotSupportedError.
+//  - get() returns read-only memoryviews over the pinned object itself: each
+//    view owns a reference to a Pinned (the Handle), which owns a reference to
+//    the engine, so the bytes stay valid and unmoved for as long as any view
+//    (or an array built on one) lives, and the engine is destroyed only after
+//    its last Handle is released (handle.h's REQUIRES).
+//  - get(..., writable=True) exports the same bytes writable. For callers that
+//    hand them to deserializers wanting writeable arrays (Dask's pickle and
+//    NumPy deserializers copy read-only frames), so no copy is made. Host tier
+//    memory is plain heap memory; a write to an object read from a memory tier
+//    is seen by later readers of that object, one to an object read from a
+//    file tier only by this reader. The engine checksums its own copy when it
+//    demotes, so writes never fail a checksum; a write racing a demotion may
+//    or may not reach the demoted copy. The same flag marks device buffers'
+//    __cuda_array_interface__ writable (PyTorch refuses read-only ones).
+//  - The GIL is released around every engine call that can block.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/yaml_loader.h"
+#include "engine/engine.h"
+#include "engine/stats_export.h"
+
+namespace py = pybind11;
+
+namespace spillway {
+namespace {
+
+// ---- exceptions -------------------------------------------------------------
+
+struct ExceptionTypes {
+  PyObject* error = nullptr;          // spillway.Error: base of all below
+  PyObject* not_found = nullptr;      // NotFoundError(Error, KeyError)
+  PyObject* no_space = nullptr;       // NoSpaceError(Error, MemoryError)
+  PyObject* io_error = nullptr;       // StorageIOError(Error, OSError)
+  PyObject* corruption = nullptr;     // CorruptionError(Error)
+  PyObject* invalid = nullptr;        // InvalidArgumentError(Error, ValueError)
+  PyObject* not_supported = nullptr;  // NotSupportedError(Error, NotImplementedError)
+  PyObject* busy = nullptr;           // BusyError(Error, RuntimeError)
+  PyObject* closed = nullptr;         // EngineClosedError(Error, ValueError)
+};
+ExceptionTypes g_exc;
+
+PyObject* NewException(py::module_& m, const char* name, const char* doc, std::initializer_list<PyObject*> bases) {
+  py::tuple b(bases.size());
+  size_t i = 0;
+  for (PyObject* base : bases) b[i++] = py::reinterpret_borrow<py::object>(base);
+  std::string qualified = std::string("spillway.") + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, b.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object(name, py::reinterpret_borrow<py::object>(type));
+  return type;
+}
+
+[[noreturn]] void Raise(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+// Raises the Python exception for a failed Status.
+[[noreturn]] void RaiseStatus(const Status& s) {
+  PyObject* type = g_exc.error;
+  switch (s.code()) {
+    case StatusCode::kNotFound: type = g_exc.not_found; break;
+    case StatusCode::kNoSpace: type = g_exc.no_space; break;
+    case StatusCode::kIOError: type = g_exc.io_error; break;
+    case StatusCode::kCorruption: type = g_exc.corruption; break;
+    case StatusCode::kInvalidArgument: type = g_exc.invalid; break;
+    case StatusCode::kNotSupported: type = g_exc.not_supported; break;
+    case StatusCode::kBusy: type = g_exc.busy; break;
+    default: break;
+  }
+  Raise(type, s.ToString());
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) RaiseStatus(s);
+}
+
+// ---- keys and buffers -------------------------------------------------------
+
+// str (UTF-8) or any bytes-like object.
+std::string KeyFrom(py::handle key) {
+  if (PyUnicode_Check(key.ptr())) {
+    Py_ssize_t n = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(key.ptr(), &n);
+    if (s == nullptr) throw py::error_already_set();
+    return std::string(s, static_cast<size_t>(n));
+  }
+  if (PyBytes_Check(key.ptr())) {
+    return std::string(PyBytes_AS_STRING(key.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(key.ptr())));
+  }
+  if (PyObject_CheckBuffer(key.ptr())) {
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(key).request();
+    if (info.ndim > 1 && info.strides.back() != info.itemsize) Raise(PyExc_TypeError, "key buffer must be contiguous");
+    return std::string(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+  }
+  Raise(PyExc_TypeError, std::string("key must be str or bytes, not ") + Py_TYPE(key.ptr())->tp_name);
+}
+
+// A buffer-protocol export held for the duration of a put. Releasing needs the GIL.
+class HeldBuffer {
+ public:
+  HeldBuffer() = default;
+  HeldBuffer(const HeldBuffer&) = delete;
+  HeldBuffer& operator=(const HeldBuffer&) = delete;
+  ~HeldBuffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  // Exports `obj` contiguously; false (Python error cleared) when it cannot.
+  bool Acquire(PyObject* obj) {
+    if (PyObject_GetBuffer(obj, &view_, PyBUF_ANY_CONTIGUOUS) != 0) {
+      PyErr_Clear();
+      return false;
+    }
+    held_ = true;
+    return true;
+  }
+  std::span<const std::byte> span() const {
+    return {static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
+  }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+// One object's buffers, resolved from Python values while holding the GIL.
+struct PutBuffers {
+  std::vector<std::unique_ptr<HeldBuffer>> held;  // host exports (released with the GIL held)
+  std::vector<py::object> keep;                   // contiguous copies of strided values
+  std::vector<std::span<const std::byte>> spans;
+  bool any_host = false;
+  bool any_device = false;
+};
+
+// Device pointer and byte size from __cuda_array_interface__ (version 2 or 3).
+// Requires C-contiguous data. Synchronizes the producer's stream (v3 'stream'
+// key) through spillway._cuda before the engine reads the memory.
+std::span<const std::byte> DeviceSpan(py::handle obj, py::handle cai_obj) {
+  if (!py::isinstance<py::dict>(cai_obj)) Raise(PyExc_TypeError, "__cuda_array_interface__ is not a dict");
+  py::dict cai = py::reinterpret_borrow<py::dict>(cai_obj);
+  const std::string type_name = Py_TYPE(obj.ptr())->tp_name;
+  if (cai.contains("mask") && !cai["mask"].is_none()) {
+    Raise(PyExc_ValueError, "masked CUDA arrays (" + type_name + ") are not supported");
+  }
+  py::tuple shape = cai["shape"].cast<py::tuple>();
+  std::string typestr = cai["typestr"].cast<std::string>();
+  if (typestr.size() < 3) Raise(PyExc_ValueError, "bad typestr '" + typestr + "' in __cuda_array_interface__");
+  const size_t itemsize = std::stoul(typestr.substr(2));
+  size_t count = 1;
+  for (py::handle d : shape) count *= d.cast<size_t>();
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    py::tuple strides = cai["strides"].cast<py::tuple>();
+    size_t expect = itemsize;
+    for (ssize_t i = static_cast<ssize_t>(shape.size()) - 1; i >= 0; --i) {
+      const size_t extent = shape[static_cast<size_t>(i)].cast<size_t>();
+      if (extent > 1 && strides[static_cast<size_t>(i)].cast<size_t>() != expect) {
+        Raise(PyExc_ValueError, "device array of type " + type_name +
+                                    " is not C-contiguous; make a contiguous copy first (e.g. cupy.ascontiguousarray)");
+      }
+      expect *= extent;
+    }
+  }
+  py::tuple data = cai["data"].cast<py::tuple>();
+  const auto ptr = data[0].cast<uintptr_t>();
+  if (cai.contains("stream") && !cai["stream"].is_none()) {
+    py::module_::import("spillway._cuda").attr("synchronize_stream")(cai["stream"]);
+  }
+  return {reinterpret_cast<const std::byte*>(ptr), count * itemsize};
+}
+
+void AddBuffer(PutBuffers& out, py::handle item) {
+  // Host buffers first: an object offering both (rare) is read on the host.
+  if (PyObject_CheckBuffer(item.ptr())) {
+    auto hb = std::make_unique<HeldBuffer>();
+    if (!hb->Acquire(item.ptr())) {
+      // Strided (non-contiguous) export: one contiguous copy is unavoidable.
+      py::object copy = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(item.ptr()));
+      if (!copy) throw py::error_already_set();
+      copy = copy.attr("tobytes")();
+      if (!hb->Acquire(copy.ptr())) Raise(PyExc_BufferError, "cannot export a contiguous buffer");
+      out.keep.push_back(std::move(copy));
+    }
+    out.spans.push_back(hb->span());
+    out.held.push_back(std::move(hb));
+    out.any_host = true;
+    return;
+  }
+  if (PyObject_HasAttrString(item.ptr(), "__cuda_array_interface__")) {
+    out.spans.push_back(DeviceSpan(item, item.attr("__cuda_array_interface__")));
+    out.any_device = true;
+    return;
+  }
+  Raise(PyExc_TypeError, std::string("value must be a buffer-protocol object (bytes, bytearray, memoryview, "
+                                     "numpy array), an object with __cuda_array_interface__, or a list of them; got ") +
+                             Py_TYPE(item.ptr())->tp_name);
+}
+
+Where WhereFrom(const std::string& s) {
+  if (s == "any" || s == "auto") return Where::kAny;
+  if (s == "host") return Where::kHost;
+  if (s == "device") return Where::kDevice;
+  Raise(PyExc_ValueError, "where/memory must be 'any', 'host' or 'device', not '" + s + "'");
+}
+
+// ---- pinned objects ---------------------------------------------------------
+
+// A Handle and the engine it belongs to. Member order matters: the handle is
+// destroyed (released) before the engine reference is dropped.
+struct Pinned {
+  std::shared_ptr<Engine> engine;
+  Handle handle;
+  ~Pinned() { handle.Release(); }
+};
+
+// One host buffer of a pinned object, exported by the buffer protocol
+// (read-only unless the caller asked for writable views).
+struct HostBuffer {
+  std::shared_ptr<Pinned> pin;
+  size_t index = 0;
+  bool writable = false;
+};
+
+// One device buffer of a pinned object; exported by __cuda_array_interface__ as
+// a read-only 1-D uint8 array (CuPy: cupy.asarray(buf)).
+struct DeviceBuffer {
+  std::shared_ptr<Pinned> pin;
+  size_t index = 0;
+  bool writable = false;  // PyTorch refuses read-only interfaces; CuPy ignores the flag
+  std::span<const std::byte> span() const { return pin->handle.buffer(index); }
+};
+
+// ---- the engine -------------------------------------------------------------
+
+class PyEngine {
+ public:
+  explicit PyEngine(std::unique_ptr<Engine> e) : engine_(std::move(e)) {}
+
+  // A reference that keeps the engine alive across a GIL-free call, even if
+  // another thread closes it meanwhile.
+  std::shared_ptr<Engine> engine() const {
+    if (!engine_) Raise(g_exc.closed, "the engine is closed");
+    return engine_;
+  }
+  bool closed() const { return engine_ == nullptr; }
+  // Drops this object's reference; the engine shuts down now, or when the last
+  // buffer returned by get() is released.
+  void Close() {
+    std::shared_ptr<Engine> e = std::move(engine_);
+    py::gil_scoped_release nogil;
+    e.reset();
+  }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
+std::unique_ptr<PyEngine> OpenFromText(const std::string& text, const std::string& source, const std::string& profile,
+                                       bool background_mover, bool from_file) {
+  LoadOptions lo;
+  lo.profile = profile;
+  lo.gpu = DefaultGpuProbe();
+  EngineOptions eo;
+  eo.profile = profile;
+  eo.background_mover = background_mover;
+  LoadResult r;
+  StatusOr<std::unique_ptr<Engine>> opened = Status::Internal("not opened");
+  {
+    py::gil_scoped_release nogil;
+    r = from_file ? LoadConfigFile(source, lo) : LoadConfigString(text, source, lo);
+    if (r.ok()) opened = Engine::Open(r.config, eo);
+  }
+  if (!r.ok()) Raise(g_exc.invalid, "invalid configuration " + source + ":\n" + r.Summary());
+  if (!r.warnings.empty()) {
+    py::module_ warnings = py::module_::import("warnings");
+    for (const Diagnostic& d : r.warnings) warnings.attr("warn")(d.ToString(), py::module_::import("builtins").attr("UserWarning"), 2);
+  }
+  if (!opened.ok()) RaiseStatus(opened.status());
+  return std::make_unique<PyEngine>(std::move(*opened));
+}
+
+std::unique_ptr<PyEngine> OpenEngine(py::object config, py::object profile_obj, bool background_mover) {
+  const std::string profile = profile_obj.is_none() ? std::string() : profile_obj.cast<std::string>();
+  if (py::isinstance<py::dict>(config)) {
+    // JSON is YAML: the loader's messages then point into this text.
+    std::string text = py::module_::import("json").attr("dumps")(config, py::arg("indent") = 2).cast<std::string>();
+    return OpenFromText(text, "<dict>", profile, background_mover, false);
+  }
+  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__")) {
+    std::string path = py::module_::import("os").attr("fspath")(config).cast<std::string>();
+    return OpenFromText(std::string(), path, profile, background_mover, true);
+  }
+  Raise(PyExc_TypeError, std::string("config must be a YAML file path or a dict, not ") + Py_TYPE(config.ptr())->tp_name);
+}
+
+void Put(PyEngine& self, py::handle key, py::handle value, const std::string& memory) {
+  std::string k = KeyFrom(key);
+  PutBuffers bufs;
+  if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    bufs.spans.reserve(seq.size());
+    for (py::handle item : seq) AddBuffer(bufs, item);
+  } else {
+    AddBuffer(bufs, value);
+  }
+  PutOptions opts;
+  opts.memory = WhereFrom(memory);
+  if (bufs.any_device && bufs.any_host) {
+    Raise(PyExc_ValueError, "one object cannot mix host and device buffers; put them under separate keys");
+  }
+  if (bufs.any_device) {
+    if (opts.memory == Where::kHost) Raise(PyExc_ValueError, "memory='host' given for device (CUDA) buffers");
+    opts.memory = Where::kDevice;
+  } else if (opts.memory == Where::kDevice && !bufs.spans.empty()) {
+    Raise(PyExc_ValueError, "memory='device' given for host buffers");
+  } else {
+    opts.memory = Where::kHost;  // known from the buffer protocol: spares the engine a pointer query
+  }
+  std::shared_ptr<Engine> e = self.engine();
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = e->Put(k, bufs.spans, opts);
+  }
+  if (s.code() == StatusCode::kNotSupported && bufs.any_device) {
+    Raise(g_exc.not_supported, "cannot store device (CUDA) buffers: " + s.ToString() +
+                                   ". That needs a spillway build with CUDA and a usable GPU (a gpu tier keeps "
+                                   "them on the device); or copy them to the host first (e.g. cupy.asnumpy)");
+  }
+  Check(s);
+}
+
+std::shared_ptr<Pinned> Pin(PyEngine& self, py::handle key, const std::string& where) {
+  std::string k = KeyFrom(key);
+  const Where w = WhereFrom(where);
+  auto pin = std::make_shared<Pinned>();
+  pin->engine = self.engine();
+  StatusOr<Handle> h = Status::Internal("not read");
+  {
+    py::gil_scoped_release nogil;
+    h = pin->engine->Get(k, w);
+  }
+  if (!h.ok()) {
+    if (h.status().IsNotFound()) {
+      // KeyError carries the key itself, as a dict would.
+      PyErr_SetObject(g_exc.not_found, key.ptr());
+      throw py::error_already_set();
+    }
+    RaiseStatus(h.status());
+  }
+  pin->handle = std::move(*h);
+  return pin;
+}
+
+py::list Buffers(const std::shared_ptr<Pinned>& pin, bool copy, bool writable) {
+  const size_t n = pin->handle.num_buffers();
+  const bool device = pin->handle.where() == Where::kDevice;
+  py::list out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (device) {
+      if (copy) Raise(PyExc_ValueError, "copy=True needs host memory: pass where='host'");
+      out[i] = py::cast(DeviceBuffer{pin, i, writable});
+    } else if (copy) {
+      std::span<const std::byte> b = pin->handle.buffer(i);
+      out[i] = py::reinterpret_steal<py::object>(
+          PyBytes_FromStringAndSize(reinterpret_cast<const char*>(b.data()), static_cast<Py_ssize_t>(b.size())));
+    } else {
+      py::object exporter = py::cast(HostBuffer{pin, i, writable});
+      PyObject* view = PyMemoryView_FromObject(exporter.ptr());
+      if (view == nullptr) throw py::error_already_set();
+      out[i] = py::reinterpret_steal<py::object>(view);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> KeyList(py::handle keys) {
+  std::vector<std::string> out;
+  for (py::handle k : keys) out.push_back(KeyFrom(k));
+  return out;
+}
+
+// Engine::Acquire: every key brought to `where` and pinned; one list of
+// buffers per key.
+py::list Acquire(PyEngine& self, py::handle keys, const std::string& where, bool writable) {
+  std::vector<std::string> ks = KeyList(keys);
+  const Where w = WhereFrom(where);
+  std::shared_ptr<Engine> e = self.engine();
+  StatusOr<std::vector<Handle>> hs = Status::Internal("not acquired");
+  {
+    py::gil_scoped_release nogil;
+    hs = e->Acquire(ks, w);
+  }
+  Check(hs.status());
+  py::list out;
+  for (Handle& h : *hs) {
+    auto pin = std::make_shared<Pinned>();
+    pin->engine = e;
+    pin->handle = std::move(h);
+    out.append(Buffers(pin, false, writable));
+  }
+  return out;
+}
+
+py::object StatsDict(PyEngine& self) {
+  std::shared_ptr<Engine> e = self.engine();
+  std::string json;
+  {
+    py::gil_scoped_release nogil;
+    json = StatsToJson(e->Stats());
+  }
+  return py::module_::import("json").attr("loads")(json);
+}
+
+py::list TierList(PyEngine& self) {
+  py::list out;
+  for (const TierConfig& t : self.engine()->config().tiers) {
+    py::dict d;
+    d["name"] = t.name;
+    d["kind"] = TierKindName(t.kind);
+    d["capacity_bytes"] = t.capacity_bytes;
+    d["codec"] = CodecKindName(t.codec.kind);
+    d["paths"] = t.paths;
+    d["persistent"] = t.persistent;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace spillway
+
+PYBIND11_MODULE(_spillway, m) {
+  using namespace spillway;
+  m.doc() = "spillway native module: tiered object storage (see the `spillway` package)";
+
+  g_exc.error = NewException(m, "Error", "Base class of spillway errors.", {PyExc_Exception});
+  g_exc.not_found = NewException(m, "NotFoundError", "No object under the key (a KeyError).", {g_exc.error, PyExc_KeyError});
+  g_exc.no_space = NewException(m, "NoSpaceError", "No tier can hold the object (a MemoryError).",
+                                {g_exc.error, PyExc_MemoryError});
+  g_exc.io_error = NewException(m, "StorageIOError", "The OS or device failed a read or write (an OSError).",
+                                {g_exc.error, PyExc_OSError});
+  g_exc.corruption = NewException(m, "CorruptionError", "Checksum mismatch or torn record: stored bytes are damaged.",
+                                  {g_exc.error});
+  g_exc.invalid = NewException(m, "InvalidArgumentError", "Bad configuration, key or call (a ValueError).",
+                               {g_exc.error, PyExc_ValueError});
+  g_exc.not_supported = NewException(m, "NotSupportedError",
+                                     "Feature missing in this build or on this machine (a NotImplementedError).",
+                                     {g_exc.error, PyExc_NotImplementedError});
+  g_exc.busy = NewException(m, "BusyError", "Object pinned or being moved; retry later.", {g_exc.error, PyExc_RuntimeError});
+  g_exc.closed = NewException(m, "EngineClosedError", "The engine was closed.", {g_exc.error, PyExc_ValueError});
+
+  py::class_<HostBuffer>(m, "HostBuffer", py::buffer_protocol(),
+                         "One pinned host buffer of an object (wrapped in a memoryview by Engine.get).")
+      .def_buffer([](HostBuffer& b) {
+        std::span<const std::byte> s = b.pin->handle.buffer(b.index);
+        return py::buffer_info(const_cast<std::byte*>(s.data()), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(s.size())}, {py::ssize_t{1}}, /*readonly=*/!b.writable);
+      });
+
+  py::class_<DeviceBuffer>(m, "DeviceBuffer",
+                           "One pinned device buffer of an object; exposes __cuda_array_interface__ (read-only bytes). "
+                           "cupy.asarray(buf) views it without a copy; the object stays pinned while the view lives.")
+      .def_property_readonly("nbytes", [](const DeviceBuffer& b) { return b.span().size(); })
+      .def_property_readonly("ptr", [](const DeviceBuffer& b) { return reinterpret_cast<uintptr_t>(b.span().data()); })
+      .def_property_readonly("__cuda_array_interface__", [](const DeviceBuffer& b) {
+        py::dict d;
+        d["shape"] = py::make_tuple(b.span().size());
+        d["typestr"] = "|u1";
+        d["data"] = py::make_tuple(reinterpret_cast<uintptr_t>(b.span().data()), !b.writable);
+        d["strides"] = py::none();
+        d["version"] = 3;
+        d["stream"] = py::none();  // the engine synchronizes its copies before Get returns
+        return d;
+      })
+      .def("__len__", [](const DeviceBuffer& b) { return b.span().size(); });
+
+  py::class_<PyEngine>(m, "Engine", R"doc(
+A spillway engine: a chain of tiers (gpu, host, file) opened from a config.
+
+Engine(config, profile=None, background_mover=True)
+  config: path of a YAML file (str or os.PathLike), or a dict with the same
+          structure as the YAML file (see docs/config.md).
+  profile: profile to apply (default: $SPILLWAY_PROFILE, then hostname rules).
+)doc")
+      .def(py::init(&OpenEngine), py::arg("config"), py::arg("profile") = py::none(),
+           py::arg("background_mover") = true)
+      .def_static(
+          "from_yaml",
+          [](const std::string& text, const std::string& source_name, py::object profile, bool background_mover) {
+            return OpenFromText(text, source_name, profile.is_none() ? std::string() : profile.cast<std::string>(),
+                                background_mover, false);
+          },
+          py::arg("text"), py::arg("source_name") = "<string>", py::arg("profile") = py::none(),
+          py::arg("background_mover") = true, "Opens an engine from YAML text; errors cite `source_name`.")
+      .def("put", &Put, py::arg("key"), py::arg("value"), py::arg("memory") = "auto",
+           "Stores `value` (a buffer-protocol object, an object with __cuda_array_interface__, or a list/tuple of "
+           "them: one object of several buffers) under `key` (str or bytes), replacing any previous value. The "
+           "bytes are read in place and copied once into the tier.")
+      .def(
+          "get",
+          [](PyEngine& self, py::handle key, bool copy, const std::string& where, bool writable) -> py::object {
+            py::list bufs = Buffers(Pin(self, key, where), copy, writable);
+            if (bufs.size() == 1) return bufs[0];
+            return bufs;
+          },
+          py::arg("key"), py::kw_only(), py::arg("copy") = false, py::arg("where") = "any",
+          py::arg("writable") = false,
+          "Returns the object under `key`: a read-only memoryview (a list of them for a multi-buffer object) over "
+          "the pinned bytes, no copy; the object stays pinned until every view is released. copy=True returns "
+          "bytes instead and unpins at once. writable=True makes the views writable (see docs/python.md: writes to "
+          "an object in a memory tier are seen by its later readers). Device objects come back as DeviceBuffer. "
+          "KeyError when absent.")
+      .def(
+          "get_buffers",
+          [](PyEngine& self, py::handle key, bool copy, const std::string& where, bool writable) {
+            return Buffers(Pin(self, key, where), copy, writable);
+          },
+          py::arg("key"), py::kw_only(), py::arg("copy") = false, py::arg("where") = "any",
+          py::arg("writable") = false,
+          "Like get, but always returns a list (one entry per buffer).")
+      .def("acquire", &Acquire, py::arg("keys"), py::arg("where") = "host", py::kw_only(),
+           py::arg("writable") = false,
+           "Brings every key to `where` ('host' or 'device') concurrently and pins each: returns one list of "
+           "buffers per key (as get_buffers). Make inputs resident this way before launching work on them. "
+           "KeyError names a missing key; on any failure nothing stays pinned.")
+      .def(
+          "prefetch",
+          [](PyEngine& self, py::handle keys, const std::string& where) {
+            std::vector<std::string> ks = KeyList(keys);
+            const Where w = WhereFrom(where);
+            std::shared_ptr<Engine> e = self.engine();
+            py::gil_scoped_release nogil;
+            e->Prefetch(ks, w);
+          },
+          py::arg("keys"), py::arg("where") = "host",
+          "Starts bringing the keys to `where` and returns at once; they stay unpinned.")
+      .def(
+          "erase",
+          [](PyEngine& self, py::handle key) {
+            std::string k = KeyFrom(key);
+            std::shared_ptr<Engine> e = self.engine();
+            Status s;
+            {
+              py::gil_scoped_release nogil;
+              s = e->Erase(k);
+            }
+            if (s.IsNotFound()) {
+              PyErr_SetObject(g_exc.not_found, key.ptr());
+              throw py::error_already_set();
+            }
+            Check(s);
+          },
+          py::arg("key"), "Removes the object; KeyError when absent. Pinned bytes stay valid until released.")
+      .def(
+          "contains",
+          [](PyEngine& self, py::handle key) {
+            std::string k = KeyFrom(key);
+            std::shared_ptr<Engine> e = self.engine();
+            py::gil_scoped_release nogil;
+            return e->Contains(k);
+          },
+          py::arg("key"))
+      .def("__contains__", [](PyEngine& self, py::handle key) { return self.engine()->Contains(KeyFrom(key)); })
+      .def(
+          "flush",
+          [](PyEngine& self) {
+            std::shared_ptr<Engine> e = self.engine();
+            Status s;
+            {
+              py::gil_scoped_release nogil;
+              s = e->Flush();
+            }
+            Check(s);
+          },
+          "Waits for background moves and syncs persistent tiers.")
+      .def("stats", &StatsDict, "Per-tier and per-boundary counters as a dict (engine/stats.h).")
+      .def("stats_table", [](PyEngine& self) { return FormatStatsTable(self.engine()->Stats()); },
+           "The statistics as a human-readable table.")
+      .def("stats_prometheus", [](PyEngine& self) { return StatsToPrometheus(self.engine()->Stats()); },
+           "The statistics in Prometheus text format.")
+      .def_property_readonly("tiers", &TierList, "The resolved tier chain: name, kind, capacity_bytes, codec, paths.")
+      .def_property_readonly("source", [](PyEngine& self) { return self.engine()->config().source; })
+      .def_property_readonly("profile", [](PyEngine& self) { return self.engine()->config().profile; })
+      .def_property_readonly("closed", &PyEngine::closed)
+      .def("close", &PyEngine::Close,
+           "Shuts the engine down (once buffers returned by get() are released). Further calls raise "
+           "EngineClosedError.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyEngine& self, py::args) { self.Close(); });
+
+  m.def("format_bytes", [](double bytes) { return HumanBytes(bytes); }, py::arg("bytes"), "1.50 GiB");
+}

@@ -1,0 +1,51 @@
+"""Shared fixtures for the spillway Python tests: small tier chains in tmp dirs."""
+import os
+
+import pytest
+
+MiB = 1 << 20
+
+
+def _export_pythonpath():
+    # Dask worker processes must import the same spillway package as this one.
+    try:
+        import spillway
+    except ImportError:
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(spillway.__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [root, *paths] if p)
+
+
+_export_pythonpath()
+
+
+def chain(directory, host="16MiB", file="1GiB", codec=None, persistent=False, high=0.9, low=0.75):
+    """A host tier over a file tier in `directory`, as a config dict."""
+    file_tier = {"name": "disk", "kind": "file", "capacity": file, "paths": [str(directory)]}
+    if codec:
+        file_tier["codec"] = codec
+    if persistent:
+        file_tier["persistent"] = True
+    return {
+        "version": 1,
+        "defaults": {"watermarks": {"high": high, "low": low}},
+        "tiers": [{"name": "host", "kind": "host", "capacity": host}, file_tier],
+    }
+
+
+@pytest.fixture
+def make_engine(tmp_path):
+    import spillway
+
+    engines = []
+
+    def make(**kw):
+        e = spillway.Engine(chain(tmp_path / f"tier{len(engines)}", **kw))
+        engines.append(e)
+        return e
+
+    yield make
+    for e in engines:
+        e.close()
