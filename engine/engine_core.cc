@@ -31,7 +31,9 @@ EngineCore::~EngineCore() {
     (void)dumper_->DumpNow();  // a last snapshot while the objects still exist
     dumper_.reset();
   }
-  // Drop every entry; their stored copies go with them.
+  // Drop every entry. Scratch copies go with them; records in persistent
+  // tiers must stay on disk for the next Open, so they are not freed.
+  shutting_down_ = true;
   for (size_t s = 0; s < ObjectIndex::kShards; ++s) {
     auto& shard = index_.shard(s);
     std::vector<Entry*> entries;
@@ -289,7 +291,7 @@ void EngineCore::Unpin(Entry* e) {
 void EngineCore::Unref(Entry* e) {
   if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // Last reference: nobody can reach the entry any more.
-  if (e->tier >= 0) tiers_[e->tier]->Free(e->loc);
+  if (e->tier >= 0 && !(shutting_down_ && config_.tiers[e->tier].persistent)) tiers_[e->tier]->Free(e->loc);
   delete e;
 }
 

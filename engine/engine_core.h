@@ -109,6 +109,7 @@ class EngineCore final : public Engine {
   std::unique_ptr<BoundaryCounters[]> boundaries_;
   std::unique_ptr<std::atomic<uint64_t>[]> hits_;
   std::unique_ptr<std::atomic<uint64_t>[]> pinned_bytes_;
+  std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, gets_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
 };
 

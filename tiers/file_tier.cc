@@ -380,7 +380,8 @@ void FileTier::FreeImpl(Location& loc) {
   seg->live_bytes.fetch_sub(loc.length, std::memory_order_relaxed);
   if (config().persistent) MarkErased(*seg, loc);
   // Punch the blocks only this record covers; neighbours share the edges.
-  const uint64_t from = AlignUp(loc.offset, kIoAlign);
+  // Never the header's block(s): a persistent tier's erase mark lives there.
+  const uint64_t from = AlignUp(loc.offset + kRecordHeaderSize, kIoAlign);
   const uint64_t to = AlignDown(loc.offset + loc.length, kIoAlign);
   if (to > from) (void)io_->PunchHole(seg->file, from, to - from);
   if (seg->live_records.fetch_sub(1) == 1) MaybeDeleteSegment(loc.stripe, seg);
