@@ -50,6 +50,21 @@ EngineCore::~EngineCore() {
   }
 }
 
+bool EngineCore::UnchangedSince(const Entry* e, int t, uint64_t version) const {
+  return !e->erased && !e->moving && e->version == version && e->tier == t;
+}
+
+Location EngineCore::RelocatePinnedLocked(Entry* e, int from, int to, Location loc) {
+  Location old = std::move(e->loc);
+  e->loc = std::move(loc);
+  e->tier = static_cast<int8_t>(to);
+  e->version++;
+  policy_->MoveTo(e, to);
+  pinned_bytes_[from].fetch_sub(e->raw_size, std::memory_order_relaxed);
+  pinned_bytes_[to].fetch_add(e->raw_size, std::memory_order_relaxed);
+  return old;
+}
+
 int EngineCore::FirstGpuTier() const {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     if (tiers_[i]->kind() == TierKind::kGpu) return static_cast<int>(i);
@@ -221,16 +236,10 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
       bool committed = false;
       {
         std::lock_guard<std::mutex> l(shard.mu);
-        if (!e->erased && !e->moving && e->version == version && e->tier == t) {
+        if (UnchangedSince(e, t, version)) {
           auto nl = tiers_[h]->Adopt(b, raw);
           if (nl.ok()) {
-            old = std::move(e->loc);
-            e->loc = std::move(*nl);
-            e->tier = static_cast<int8_t>(h);
-            e->version++;
-            policy_->MoveTo(e, h);
-            pinned_bytes_[t].fetch_sub(e->raw_size, std::memory_order_relaxed);
-            pinned_bytes_[h].fetch_add(e->raw_size, std::memory_order_relaxed);
+            old = RelocatePinnedLocked(e, t, h, std::move(*nl));
             committed = true;
           }
         }

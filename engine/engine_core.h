@@ -82,6 +82,13 @@ class EngineCore final : public Engine {
   void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc);
   StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
   int FirstHostTier() const;
+  // REQUIRES: the entry's shard mutex. True when a pinned reader's snapshot
+  // (tier t, version) is still current and nobody is moving the entry.
+  bool UnchangedSince(const Entry* e, int t, uint64_t version) const;
+  // REQUIRES: the entry's shard mutex and a pin held by the caller. Points the
+  // entry at `loc` in tier `to` (a promotion) and returns its old location,
+  // which the caller frees after unlocking.
+  Location RelocatePinnedLocked(Entry* e, int from, int to, Location loc);
   int FirstGpuTier() const;
   // engine_gpu.cc: the device halves of Put and Get.
   MemoryKind ClassifyBuffers(std::span<const std::span<const std::byte>> buffers, Where declared) const;

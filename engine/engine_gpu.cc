@@ -73,16 +73,9 @@ StatusOr<BlobPtr> EngineCore::CopyDeviceToHost(const ObjectView& view) {
   const uint64_t raw = view.raw_size();
   std::vector<uint64_t> sizes;
   for (auto& b : view.buffers) sizes.push_back(b.size());
-  std::byte* p = host_alloc_ ? host_alloc_->Allocate(raw) : Blob::AllocateHost(raw);
-  if (p == nullptr) return Status::NoSpace("out of host memory for " + std::to_string(raw) + " bytes");
-  BlobPtr blob;
-  if (host_alloc_) {
-    HostAllocator* a = host_alloc_.get();
-    blob = std::make_shared<Blob>(p, raw, std::move(sizes), MemoryKind::kHost,
-                                  [a](std::byte* d, uint64_t n) { a->Free(d, n); });
-  } else {
-    blob = std::make_shared<Blob>(p, raw, std::move(sizes), MemoryKind::kHost);
-  }
+  BlobPtr blob = NewHostBlob(host_alloc_.get(), raw, std::move(sizes));
+  if (!blob) return Status::NoSpace("out of host memory for " + std::to_string(raw) + " bytes");
+  std::byte* p = blob->data();
   uint64_t off = 0;
   for (auto& b : view.buffers) {
     if (!b.empty()) SPILLWAY_RETURN_IF_ERROR(cuda::Memcpy(p + off, b.data(), b.size()));
@@ -148,14 +141,8 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   {
     auto& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> l(shard.mu);
-    if (!e->erased && !e->moving && e->version == version && e->tier == t) {
-      old = std::move(e->loc);
-      e->loc = std::move(dev);
-      e->tier = static_cast<int8_t>(g);
-      e->version++;
-      policy_->MoveTo(e, g);
-      pinned_bytes_[t].fetch_sub(e->raw_size, std::memory_order_relaxed);
-      pinned_bytes_[g].fetch_add(e->raw_size, std::memory_order_relaxed);
+    if (UnchangedSince(e, t, version)) {
+      old = RelocatePinnedLocked(e, t, g, std::move(dev));
       committed = true;
     }
   }

@@ -41,9 +41,10 @@ std::byte* ThreadSlabBuffer(uint64_t bytes, AlignedBuffer* owned) {
     return owned->get();
   }
   if (cached_size < bytes) {
-    cached.reset(AllocAligned(kCachedBufferLimit < AlignUp(bytes, 1 << 20) ? bytes : AlignUp(bytes, 1 << 20)));
-    cached_size = cached ? AlignUp(bytes, 1 << 20) : 0;
-    if (cached_size > kCachedBufferLimit) cached_size = bytes;
+    // Round up so slightly larger slabs later reuse the buffer (still <= the limit).
+    const uint64_t size = std::min(AlignUp(bytes, 1 << 20), kCachedBufferLimit);
+    cached.reset(AllocAligned(size));
+    cached_size = cached ? size : 0;
   }
   return cached.get();
 }
@@ -337,17 +338,9 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   if (!info.ok()) return Status::Corruption(Where(loc) + ": " + info.status().message());
   if (info->key != key) return Status::Corruption(Where(loc) + ": record holds a different key");
   const uint64_t raw = info->header.raw_size;
-  std::byte* data = host_alloc_ ? host_alloc_->Allocate(raw) : Blob::AllocateHost(raw);
-  if (data == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for " + std::to_string(raw) + " bytes");
-  BlobPtr blob;
-  if (host_alloc_) {
-    HostAllocator* a = host_alloc_;
-    blob = std::make_shared<Blob>(data, raw, info->buffer_sizes, MemoryKind::kHost,
-                                  [a](std::byte* d, uint64_t n) { a->Free(d, n); });
-  } else {
-    blob = std::make_shared<Blob>(data, raw, info->buffer_sizes, MemoryKind::kHost);
-  }
-  st = DecodeRecordPayload(*info, rec, std::span<std::byte>(data, raw));
+  BlobPtr blob = NewHostBlob(host_alloc_, raw, info->buffer_sizes);
+  if (!blob) return Status::NoSpace(Where(loc) + ": out of memory for " + std::to_string(raw) + " bytes");
+  st = DecodeRecordPayload(*info, rec, std::span<std::byte>(blob->data(), raw));
   if (!st.ok()) return Status::Corruption(Where(loc) + ": " + st.message());
   return blob;
 }

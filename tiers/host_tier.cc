@@ -8,17 +8,20 @@ namespace spillway {
 HostTier::HostTier(TierConfig config, int index, HostAllocator* allocator)
     : Tier(std::move(config), index), allocator_(allocator) {}
 
-BlobPtr HostTier::NewBlob(uint64_t size, std::vector<uint64_t> buffer_sizes) {
-  if (allocator_ == nullptr) {
+BlobPtr NewHostBlob(HostAllocator* allocator, uint64_t size, std::vector<uint64_t> buffer_sizes) {
+  if (allocator == nullptr) {
     std::byte* p = Blob::AllocateHost(size);
     if (p == nullptr) return nullptr;
     return std::make_shared<Blob>(p, size, std::move(buffer_sizes), MemoryKind::kHost);
   }
-  std::byte* p = allocator_->Allocate(size);
+  std::byte* p = allocator->Allocate(size);
   if (p == nullptr) return nullptr;
-  HostAllocator* a = allocator_;
   return std::make_shared<Blob>(p, size, std::move(buffer_sizes), MemoryKind::kHost,
-                                [a](std::byte* d, uint64_t n) { a->Free(d, n); });
+                                [allocator](std::byte* d, uint64_t n) { allocator->Free(d, n); });
+}
+
+BlobPtr HostTier::NewBlob(uint64_t size, std::vector<uint64_t> buffer_sizes) {
+  return NewHostBlob(allocator_, size, std::move(buffer_sizes));
 }
 
 StatusOr<std::vector<Location>> HostTier::StoreImpl(std::span<const ObjectView> objects) {

@@ -21,6 +21,10 @@ class HostAllocator {
   virtual bool pinned() const { return false; }
 };
 
+// A host Blob of `size` bytes from `allocator` (aligned malloc when null),
+// not yet accounted in any tier; null when out of memory.
+BlobPtr NewHostBlob(HostAllocator* allocator, uint64_t size, std::vector<uint64_t> buffer_sizes);
+
 class HostTier : public Tier {
  public:
   // `allocator` may be null (aligned malloc); it must outlive the tier.
