@@ -243,6 +243,10 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   SegmentPtr seg;
   uint64_t base = 0;
   SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, static_cast<int64_t>(slab.count), &seg, &base));
+  // Seal each header with its position, now known (record.h: RecordSeed).
+  for (size_t i = 0; i < slab.count; ++i) {
+    ResealRecordHeader(buf + rec_off[i], RecordSeed(seg->id, base + rec_off[i]));
+  }
   std::vector<IoRequest> reqs;
   BuildRequests(seg->file.fd, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
@@ -334,7 +338,7 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
     }
   }
   std::span<const std::byte> rec(buf.get() + (loc.offset - start), loc.length);
-  auto info = ParseRecord(rec);
+  auto info = ParseRecord(rec, RecordSeed(loc.segment, loc.offset));
   if (!info.ok()) return Status::Corruption(Where(loc) + ": " + info.status().message());
   if (info->key != key) return Status::Corruption(Where(loc) + ": record holds a different key");
   const uint64_t raw = info->header.raw_size;
@@ -355,7 +359,7 @@ void FileTier::MarkErased(Segment& seg, const Location& loc) {
   std::lock_guard<std::mutex> l(seg.header_mu);
   Status st = io_->Read(seg.file, start, buf.get(), end - start);
   if (st.ok()) {
-    MarkRecordErased(buf.get() + (loc.offset - start));
+    MarkRecordErased(buf.get() + (loc.offset - start), RecordSeed(loc.segment, loc.offset));
     st = io_->Write(seg.file, start, buf.get(), end - start);
   }
   if (!st.ok()) {

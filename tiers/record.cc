@@ -279,6 +279,17 @@ uint64_t RecordChunkBytes(const CodecConfig& config) {
 }
 
 size_t RecordSize(const RecordHeader& h) { return RoundUp(kRecordHeaderSize + BodySize(h)); }
+size_t RecordBodySize(const RecordHeader& h) { return BodySize(h); }
+
+uint64_t RecordSeed(uint32_t segment_id, uint64_t offset) {
+  // Both inputs through distinct odd multipliers: distinct positions give
+  // distinct seeds for any segment id and any offset below 2^64.
+  return (offset + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t{segment_id} + 1) * 0xC2B2AE3D27D4EB4Full;
+}
+
+void ResealRecordHeader(std::byte* header, uint64_t seed) {
+  PutLE<uint64_t>(header + kOffHeaderChecksum, Checksum64(header, kOffHeaderChecksum, seed));
+}
 
 size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, const Codec& codec,
                      const CodecConfig& config) {
@@ -294,7 +305,8 @@ size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, cons
 }
 
 StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const Codec& codec,
-                              const CodecConfig& config, std::span<std::byte> out) {
+                              const CodecConfig& config, std::span<std::byte> out,
+                              uint64_t seed) {
   const uint64_t raw = object.raw_size();
   if (object.key.size() > kMaxKeyLen) {
     return Status::InvalidArgument("key of " + std::to_string(object.key.size()) +
@@ -385,12 +397,11 @@ StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const
   h.payload_checksum = payload_checksum ? *payload_checksum
                                         : Checksum64(out.data() + kRecordHeaderSize, body);
   WriteHeader(h, out.data());
-  h.header_checksum = Checksum64(out.data(), kOffHeaderChecksum);
-  PutLE<uint64_t>(out.data() + kOffHeaderChecksum, h.header_checksum);
+  ResealRecordHeader(out.data(), seed);
   return size;
 }
 
-StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data) {
+StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data, uint64_t seed) {
   if (data.size() < kRecordHeaderSize) {
     return Status::Corruption("truncated record header: " + std::to_string(data.size()) +
                               " of " + std::to_string(kRecordHeaderSize) + " bytes");
@@ -400,15 +411,15 @@ StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data) {
   if (h.version != kRecordVersion) {
     return Status::Corruption("unsupported record version " + std::to_string(h.version));
   }
-  if (Checksum64(data.data(), kOffHeaderChecksum) != h.header_checksum) {
+  if (Checksum64(data.data(), kOffHeaderChecksum, seed) != h.header_checksum) {
     return Status::Corruption("record header checksum mismatch");
   }
   SPILLWAY_RETURN_IF_ERROR(ValidateHeader(h));
   return h;
 }
 
-StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data) {
-  StatusOr<RecordHeader> parsed = ParseRecordHeader(data);
+StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed) {
+  StatusOr<RecordHeader> parsed = ParseRecordHeader(data, seed);
   if (!parsed.ok()) return parsed.status();
   const RecordHeader& h = *parsed;
   const size_t size = RecordSize(h);

@@ -8,9 +8,12 @@
 //   payload                        (stored_size bytes)
 //   zero padding to a multiple of kRecordAlign
 //
-// header_checksum covers header bytes [0, 56); payload_checksum covers
-// everything after the header up to the end of the payload (key, tables,
-// payload), so a record is self-describing and can be found by scanning.
+// header_checksum covers header bytes [0, 56), seeded with the record's
+// position (RecordSeed: segment id and offset), so a record is valid only where
+// it was written: a well-formed record stored inside another object's payload,
+// or copied from another segment, never passes when a scan lands on it.
+// payload_checksum covers everything after the header up to the end of the
+// payload (key, tables, payload), so a record is self-describing.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +29,7 @@
 namespace spillway {
 
 inline constexpr uint32_t kRecordMagic = 0x52575053;  // "SPWR"
-inline constexpr uint16_t kRecordVersion = 1;
+inline constexpr uint16_t kRecordVersion = 2;  // 2: position-seeded header checksum
 inline constexpr size_t kRecordHeaderSize = 64;
 inline constexpr size_t kRecordAlign = 8;
 // Sanity limits checked before anything is allocated from on-disk sizes.
@@ -81,6 +84,10 @@ struct ObjectView {
   }
 };
 
+// The header-checksum seed of a record at `offset` in segment `segment_id`.
+// Callers without a position (tests, fuzzers, in-memory records) use 0.
+uint64_t RecordSeed(uint32_t segment_id, uint64_t offset);
+
 // The chunk size EncodeRecord uses for `config` (clamped as described above).
 uint64_t RecordChunkBytes(const CodecConfig& config);
 
@@ -91,8 +98,15 @@ size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, cons
 // Encodes `object` as a record into `out` (at least MaxRecordSize bytes) and
 // returns the record length (a multiple of kRecordAlign). Chunks are encoded
 // in parallel when the object is large.
+// `seed` seeds the header checksum (RecordSeed); a writer that learns the
+// record's position only after encoding calls ResealRecordHeader.
 StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const Codec& codec,
-                              const CodecConfig& config, std::span<std::byte> out);
+                              const CodecConfig& config, std::span<std::byte> out,
+                              uint64_t seed = 0);
+
+// Rewrites the header checksum of an encoded header (kRecordHeaderSize bytes)
+// with `seed`, e.g. once the record's place in a segment is known.
+void ResealRecordHeader(std::byte* header, uint64_t seed);
 
 // Parsed view of a record's header and tables (points into the input bytes).
 struct RecordInfo {
@@ -107,11 +121,12 @@ struct RecordInfo {
 // Validates the header (magic, version, header checksum, limits). `data` may
 // hold only the header: returns the header-only info with record_size set, so
 // the caller can read the rest. Corruption on any mismatch.
-StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data);
+// `seed` must be the one the record was sealed with (RecordSeed of its position).
+StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data, uint64_t seed = 0);
 
 // Parses a whole record (data.size() >= record size) and verifies the payload
 // checksum. Corruption on any mismatch or bound violation; never reads past data.
-StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data);
+StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed = 0);
 
 // Decodes the payload of a parsed record into `out` (exactly raw_size bytes:
 // the buffers concatenated). `data` is the same span given to ParseRecord.
@@ -121,9 +136,12 @@ Status DecodeRecordPayload(const RecordInfo& info, std::span<const std::byte> da
 // Sets kFlagErased in an encoded header (kRecordHeaderSize bytes) and
 // rewrites its header checksum, so recovery skips the whole record without
 // reporting it and never resynchronizes inside its payload.
-void MarkRecordErased(std::byte* header);
+void MarkRecordErased(std::byte* header, uint64_t seed = 0);
 
 // Record length for a header (padded). Assumes the header was validated.
 size_t RecordSize(const RecordHeader& h);
+// Bytes covered by payload_checksum (key, tables, payload), i.e. the record
+// without its header and padding. Assumes the header was validated.
+size_t RecordBodySize(const RecordHeader& h);
 
 }  // namespace spillway

@@ -8,12 +8,10 @@
 
 namespace spillway {
 
-void MarkRecordErased(std::byte* header) {
+void MarkRecordErased(std::byte* header, uint64_t seed) {
   constexpr size_t kFlagsOffset = 7;
-  constexpr size_t kHeaderChecksumOffset = 56;
   header[kFlagsOffset] = std::byte(static_cast<uint8_t>(header[kFlagsOffset]) | kFlagErased);
-  const uint64_t c = Checksum64(header, kHeaderChecksumOffset);
-  for (size_t i = 0; i < 8; ++i) header[kHeaderChecksumOffset + i] = std::byte(c >> (8 * i));
+  ResealRecordHeader(header, seed);
 }
 
 }  // namespace spillway

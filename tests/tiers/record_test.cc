@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -202,7 +203,8 @@ TEST_CASE("header fields beyond the limits are rejected before allocating") {
   // Values that would ask for terabytes if anything trusted them.
   const Bad bads[] = {
       {"magic", WithField<uint32_t>(rec, 0, 0x12345678)},
-      {"version", WithField<uint16_t>(rec, 4, 2)},
+      {"version", WithField<uint16_t>(rec, 4, kRecordVersion + 1)},
+      {"old version", WithField<uint16_t>(rec, 4, 1)},
       {"codec", WithField<uint8_t>(rec, 6, 3)},
       {"flags", WithField<uint8_t>(rec, 7, 8)},
       {"flags high", WithField<uint8_t>(rec, 7, 0x80)},
@@ -298,6 +300,36 @@ TEST_CASE("a scanner resynchronizes after a corrupt record") {
     off += info->record_size;
   }
   CHECK(found == std::vector<std::string>{"a", "c"});
+}
+
+TEST_CASE("a record is valid only at the position its header was sealed for") {
+  Object obj{"pos", {CompressibleBytes(3000, 41)}, {}};
+  std::vector<std::byte> rec = Encode(obj, Config(CodecKind::kZstd, 1));
+  REQUIRE(ParseRecord(rec).ok());  // seed 0: no position
+  const uint64_t here = RecordSeed(7, 4096);
+  ResealRecordHeader(rec.data(), here);
+  CHECK(ParseRecord(rec, here).ok());
+  CHECK(ParseRecordHeader(rec, here).ok());
+  // Anywhere else, including the same offset of another segment or the
+  // neighbouring 8-byte slot, the header does not validate.
+  for (uint64_t other : {uint64_t{0}, RecordSeed(7, 4104), RecordSeed(7, 4088), RecordSeed(8, 4096),
+                         RecordSeed(6, 4096), RecordSeed(0, 0)}) {
+    CAPTURE(other);
+    StatusOr<RecordInfo> info = ParseRecord(rec, other);
+    CHECK(info.status().message() == "record header checksum mismatch");
+  }
+  // Seeds of nearby positions are all distinct.
+  std::set<uint64_t> seeds;
+  for (uint32_t seg = 0; seg < 64; ++seg) {
+    for (uint64_t off = 0; off < 64 * 1024; off += kRecordAlign) seeds.insert(RecordSeed(seg, off));
+  }
+  CHECK(seeds.size() == 64u * 8192u);
+  // An erase mark keeps the position seal.
+  MarkRecordErased(rec.data(), here);
+  StatusOr<RecordHeader> h = ParseRecordHeader(rec, here);
+  REQUIRE(h.ok());
+  CHECK((h->flags & kFlagErased) != 0);
+  CHECK_FALSE(ParseRecordHeader(rec).ok());
 }
 
 // The fuzzer's seed corpus: small valid records of each codec and shape.

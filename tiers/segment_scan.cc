@@ -1,0 +1,267 @@
+// ScanSegment: the one walk over a segment file's records, shared by
+// recovery and `spillway inspect`. See segment_scan.h for the rules.
+#include "tiers/segment_scan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "codecs/codec.h"
+
+namespace spillway {
+namespace {
+
+constexpr uint64_t kWindow = 4ull << 20;
+constexpr uint64_t kProgressEvery = 16ull << 20;
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
+
+// An aligned read window over the file (works with O_DIRECT handles). Any
+// range of at most kWindow bytes can be viewed; memory is fixed.
+class Window {
+ public:
+  Window(FileIo& io, const FileHandle& f, uint64_t size) : io_(io), f_(f), size_(size) {}
+
+  // Bytes [pos, pos + len), len <= kWindow, pos + len <= size; null with *st
+  // set on failure (the window is then empty, never stale).
+  const std::byte* Get(uint64_t pos, uint64_t len, Status* st) {
+    if (pos >= start_ && pos + len <= start_ + valid_) return buf_.get() + (pos - start_);
+    valid_ = 0;
+    if (!buf_) {
+      buf_.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlign, kWindow + kIoAlign)));
+      if (!buf_) {
+        *st = Status::NoSpace("out of memory for a " + std::to_string(kWindow) + "-byte scan window");
+        return nullptr;
+      }
+    }
+    const uint64_t start = AlignDown(pos, kIoAlign);
+    const uint64_t end = std::min(AlignUp(size_, kIoAlign), start + kWindow + kIoAlign);
+    IoRequest r;
+    r.op = IoRequest::Op::kRead;
+    r.fd = f_.fd;
+    r.offset = start;
+    r.buf = buf_.get();
+    r.len = end - start;
+    IoRequest reqs[1] = {r};
+    *st = io_.SubmitAndWait(reqs, 1);
+    if (!st->ok()) return nullptr;
+    start_ = start;
+    valid_ = static_cast<uint64_t>(std::max<ssize_t>(reqs[0].result, 0));
+    if (pos + len > start_ + valid_) {
+      valid_ = 0;
+      *st = Status::IOError("short read at offset " + std::to_string(pos) + " (the file shrank?)");
+      return nullptr;
+    }
+    return buf_.get() + (pos - start_);
+  }
+
+  // First hole at or after `pos` (size when none): punched or never written
+  // ranges read as zeros and must not be mistaken for data.
+  uint64_t NextHole(uint64_t pos) const {
+    const off_t h = ::lseek(f_.fd, static_cast<off_t>(pos), SEEK_HOLE);
+    return h < 0 ? size_ : std::min<uint64_t>(static_cast<uint64_t>(h), size_);
+  }
+  // Start of data at or after `pos` (size when only a hole follows).
+  uint64_t NextData(uint64_t pos) const {
+    const off_t d = ::lseek(f_.fd, static_cast<off_t>(pos), SEEK_DATA);
+    if (d < 0) return errno == ENXIO ? size_ : pos;
+    return static_cast<uint64_t>(d);
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  FileIo& io_;
+  const FileHandle& f_;
+  uint64_t size_;
+  std::unique_ptr<std::byte, Free> buf_;
+  uint64_t start_ = 0;
+  uint64_t valid_ = 0;
+};
+
+}  // namespace
+
+const char* ScanStateName(ScanState s) {
+  switch (s) {
+    case ScanState::kLive: return "live";
+    case ScanState::kErased: return "erased";
+    case ScanState::kCorrupt: return "corrupt";
+    case ScanState::kTorn: return "torn";
+    case ScanState::kFreed: return "freed";
+    case ScanState::kUnreadable: return "unreadable";
+  }
+  return "?";
+}
+
+Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t segment_id,
+                   const std::function<void(ScanItem&&)>& emit,
+                   const std::function<void(uint64_t)>& progress) {
+  Window w(io, file, size);
+  Status st;
+  auto problem = [&](uint64_t off, ScanState state, std::string msg) {
+    ScanItem it;
+    it.state = state;
+    it.offset = off;
+    it.message = std::move(msg);
+    emit(std::move(it));
+  };
+  auto unreadable = [&](uint64_t off) {
+    problem(off, ScanState::kUnreadable, st.ToString());
+    return st;
+  };
+  // The key of a record with a valid header, when its bytes are on disk.
+  auto read_key = [&](uint64_t pos, const RecordHeader& h, ScanItem* it) {
+    const uint64_t key_end = pos + kRecordHeaderSize + h.key_len;
+    if (key_end > size || w.NextHole(pos) < key_end) return;
+    Status ks;
+    if (const std::byte* k = w.Get(pos + kRecordHeaderSize, h.key_len, &ks)) {
+      it->key.assign(reinterpret_cast<const char*>(k), h.key_len);
+    }
+  };
+
+  uint64_t pos = 0;
+  // True while stepping over what follows something unreadable (the rest of
+  // a damaged record): only a valid header, or garbage where a record is
+  // `expected`, ends or interrupts it.
+  bool resync = false;
+  uint64_t expected = 0;  // where a record should start (after zero padding)
+  uint64_t next_progress = 0;
+  while (pos + kRecordAlign <= size) {
+    if (progress && pos >= next_progress) {
+      progress(pos);
+      next_progress = pos + kProgressEvery;
+    }
+    if (pos % kIoAlign == 0) {
+      const uint64_t data = w.NextData(pos);
+      if (data > pos) {  // a hole: punched (freed) or never written
+        pos = data;
+        resync = true;
+        continue;
+      }
+    }
+    const std::byte* wp = w.Get(pos, kRecordAlign, &st);
+    if (wp == nullptr) return unreadable(pos);
+    uint64_t word;
+    std::memcpy(&word, wp, sizeof word);
+    if (word == 0) {
+      // Padding: after the last record of a slab, zeros run to the next block.
+      if (pos == expected) expected = AlignUp(pos + 1, kIoAlign);
+      pos += kRecordAlign;
+      continue;
+    }
+    uint32_t magic;
+    std::memcpy(&magic, wp, sizeof magic);
+    if (magic != kRecordMagic) {
+      if (!resync || pos == expected) {
+        problem(pos, ScanState::kCorrupt, "unrecognized bytes where a record or zero padding should start");
+        resync = true;
+      }
+      pos += kRecordAlign;
+      continue;
+    }
+    if (pos + kRecordHeaderSize > size) {
+      problem(pos, ScanState::kTorn, "record header cut off by the end of the file");
+      break;
+    }
+    if (w.NextHole(pos) < pos + kRecordHeaderSize) {
+      problem(pos, ScanState::kFreed, "record header partly punched out (an erased object)");
+      resync = true;
+      pos += kRecordAlign;
+      continue;
+    }
+    const std::byte* hp = w.Get(pos, kRecordHeaderSize, &st);
+    if (hp == nullptr) return unreadable(pos);
+    auto h = ParseRecordHeader(std::span<const std::byte>(hp, kRecordHeaderSize), RecordSeed(segment_id, pos));
+    if (!h.ok()) {
+      problem(pos, ScanState::kCorrupt, h.status().message());
+      resync = true;
+      pos += kRecordAlign;
+      continue;
+    }
+    // The header is valid at this very position. A record that verifies is
+    // stepped over whole; after one that does not (torn, freed, corrupt
+    // body) the walk goes on 8 bytes at a time with the record's end as the
+    // `expected` start, so a length that only a crafted file could hold
+    // cannot hide the records behind it.
+    const uint64_t len = RecordSize(*h);
+    ScanItem it;
+    it.offset = pos;
+    it.length = len;
+    it.has_header = true;
+    it.header = *h;
+    resync = false;
+    expected = 0;
+    if (h->flags & kFlagErased) {
+      it.state = ScanState::kErased;
+      read_key(pos, *h, &it);
+      emit(std::move(it));
+      pos += len;
+      continue;
+    }
+    if (len > size - pos) {
+      it.state = ScanState::kTorn;
+      it.message = "record of " + std::to_string(len) + " bytes runs past the end of the file (" +
+                   std::to_string(size - pos) + " bytes left)";
+      read_key(pos, *h, &it);
+      emit(std::move(it));
+      resync = true;
+      pos += kRecordAlign;
+      continue;
+    }
+    if (w.NextHole(pos) < pos + len) {
+      it.state = ScanState::kFreed;
+      it.message = "blocks punched out or never written (an erased object, or an interrupted write)";
+      read_key(pos, *h, &it);
+      emit(std::move(it));
+      resync = true;
+      expected = pos + len;
+      pos += kRecordAlign;
+      continue;
+    }
+    // Stream the body through the window: memory stays bounded whatever the
+    // header claims (it is bounded by the file anyway: checked above).
+    const uint64_t body = RecordBodySize(*h);
+    Checksum64Stream sum;
+    bool read_failed = false;
+    for (uint64_t off = pos + kRecordHeaderSize, end = off + body; off < end;) {
+      const uint64_t n = std::min(kWindow, end - off);
+      const std::byte* p = w.Get(off, n, &st);
+      if (p == nullptr) {
+        read_failed = true;
+        break;
+      }
+      sum.Update(p, n);
+      off += n;
+    }
+    if (read_failed) return unreadable(pos);
+    bool padding_ok = true;
+    if (const uint64_t pad_from = pos + kRecordHeaderSize + body; pad_from < pos + len) {
+      const std::byte* p = w.Get(pad_from, pos + len - pad_from, &st);
+      if (p == nullptr) return unreadable(pos);
+      for (uint64_t i = 0; i < pos + len - pad_from; ++i) padding_ok &= p[i] == std::byte{0};
+    }
+    read_key(pos, *h, &it);
+    if (sum.Digest() == h->payload_checksum && padding_ok) {
+      it.state = ScanState::kLive;
+      emit(std::move(it));
+      pos += len;
+      continue;
+    }
+    it.state = ScanState::kCorrupt;
+    it.message = padding_ok ? "record payload checksum mismatch" : "record padding is not zero";
+    emit(std::move(it));
+    resync = true;
+    expected = pos + len;
+    pos += kRecordAlign;
+  }
+  if (progress) progress(size);
+  return Status::OK();
+}
+
+}  // namespace spillway
