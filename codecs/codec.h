@@ -46,22 +46,36 @@ StatusOr<EncodeResult> EncodeAdaptive(const Codec& codec, double min_savings,
 // EncodeAdaptive's pieces, shared with the record encoder (tiers/record.cc),
 // which samples a multi-buffer object once and then encodes it in chunks.
 //
-// Inputs of at least kSampleThreshold bytes are judged by compressing
-// kSampleSlices slices spread over the input before anything else; smaller
-// inputs are simply compressed (a sample would cost as much as the answer).
+// Every input of at least kMinSampledInput bytes is sampled: kSampleSlices
+// slices spread over it. First the order-0 entropy of the sampled bytes
+// screens out random-looking data (LooksIncompressible, well under a
+// microsecond); inputs of at least kSampleThreshold bytes that pass are then
+// judged by compressing the slices. Smaller inputs that pass are simply
+// compressed (a codec sample would cost as much as the answer).
+inline constexpr size_t kMinSampledInput = 64;
 inline constexpr size_t kSampleThreshold = 256u << 10;
 inline constexpr size_t kSampleSlices = 4;
 
-// Length of each sample slice for an input of `raw_size` bytes: about 1/128
-// of the input per slice, between 4 KiB and 16 KiB, so the sample costs at
-// most ~3% of a full encode and far less on large objects.
+// Length of each sample slice for an input of `raw_size` bytes: 256 bytes
+// below kSampleThreshold; above, about 1/128 of the input per slice, between
+// 4 KiB and 16 KiB, so the codec sample costs at most ~3% of a full encode.
 size_t SampleSliceBytes(size_t raw_size);
 
 // Offset of sample slice `i` (< kSampleSlices): the slices are spread evenly
 // from the start to the end of the input.
 size_t SampleSliceOffset(size_t raw_size, size_t i);
 
-// True when compressing `slices` with `codec` shrinks them by `min_savings`.
+// Order-0 entropy, in bits per byte (0..8), of up to 2 KiB of each slice,
+// corrected for the small sample (Miller-Madow).
+double SampleEntropyBits(std::span<const std::span<const std::byte>> slices);
+
+// True when the slices' bytes are so evenly spread that no codec is likely to
+// save `min_savings` (entropy above 8 * (1 - min_savings / 2) bits per byte).
+bool LooksIncompressible(std::span<const std::span<const std::byte>> slices, double min_savings);
+
+// True when the slices are worth compressing: they do not LooksIncompressible
+// and, when they are codec-sized (from an input of kSampleThreshold or more),
+// compressing them with `codec` shrinks them by `min_savings`.
 StatusOr<bool> SampleShrinks(const Codec& codec, double min_savings,
                              std::span<const std::span<const std::byte>> slices);
 

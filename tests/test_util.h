@@ -11,6 +11,28 @@
 
 namespace spillway::testing {
 
+// Set by SPILLWAY_SKIP_TEST when the current test case skipped (read by the
+// skip listener in tests/test_main.cc).
+inline bool& CurrentTestSkipped() {
+  static bool skipped = false;
+  return skipped;
+}
+// The last skip's reason; never destroyed, so an exit handler can print it.
+inline std::string& LastSkipReason() {
+  static std::string* reason = new std::string;
+  return *reason;
+}
+
+// Skips the current test case visibly: prints "SKIPPED: <reason>" and
+// returns. A binary whose every test case skipped exits 77 (CTest: skipped).
+#define SPILLWAY_SKIP_TEST(reason)                                    \
+  do {                                                                \
+    ::spillway::testing::LastSkipReason() = (reason);                 \
+    MESSAGE("SKIPPED: " << ::spillway::testing::LastSkipReason());    \
+    ::spillway::testing::CurrentTestSkipped() = true;                 \
+    return;                                                           \
+  } while (0)
+
 // A fresh directory under $TMPDIR (or /var/tmp, which is usually a real disk
 // that accepts O_DIRECT), removed when the object goes away.
 class TempDir {

@@ -148,7 +148,7 @@ std::byte* GatherScratch(size_t n) {
 // Runs the object-level sample; true when it is worth compressing.
 StatusOr<bool> SampleObject(const ConcatView& view, uint64_t raw, const Codec& codec,
                             double min_savings) {
-  if (raw < kSampleThreshold) return true;
+  if (raw < kMinSampledInput) return true;
   const size_t slice = SampleSliceBytes(raw);
   thread_local std::vector<std::byte> scratch;
   scratch.resize(kSampleSlices * slice);

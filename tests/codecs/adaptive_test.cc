@@ -84,21 +84,77 @@ TEST_CASE("EncodeAdaptive compresses text and it decodes back") {
   }
 }
 
+// Uniform bytes from an alphabet of `symbols` values: order-0 entropy
+// log2(symbols) bits per byte, and no repeats a match finder could use.
+std::vector<std::byte> AlphabetBytes(size_t n, unsigned symbols, uint64_t seed) {
+  auto random = RandomBytes(n, seed);
+  for (auto& b : random) b = std::byte(static_cast<uint8_t>(b) % symbols);
+  return random;
+}
+
 TEST_CASE("EncodeAdaptive stores raw when the full encode does not save enough") {
-  // Small inputs skip the sample: the full encode decides.
-  auto codec = Make(CodecKind::kZstd, 1);
-  auto random = RandomBytes(100 << 10, 13);
-  auto out = OutFor(*codec, random.size());
-  StatusOr<EncodeResult> r = EncodeAdaptive(*codec, 0.10, random, out);
+  // Small inputs that pass the entropy screen are compressed whole: 180
+  // symbols (7.5 bits per byte) pass it, but no codec saves 10% on them.
+  CountingCodec codec(Make(CodecKind::kZstd, 1));
+  auto spread = AlphabetBytes(100 << 10, 180, 13);
+  auto out = OutFor(codec, spread.size());
+  StatusOr<EncodeResult> r = EncodeAdaptive(codec, 0.10, spread, out);
   REQUIRE(r.ok());
   CHECK(r->stored_raw);
-  CHECK(r->size == random.size());
+  CHECK(r->size == spread.size());
+  CHECK(codec.encoded_bytes.load() == spread.size());
   // Text that shrinks, but not by 99%, is raw under min_savings 0.99.
   auto text = CompressibleBytes(100 << 10, 14);
-  r = EncodeAdaptive(*codec, 0.99, text, out);
+  r = EncodeAdaptive(codec, 0.99, text, out);
   REQUIRE(r.ok());
   CHECK(r->stored_raw);
   CHECK(std::memcmp(out.data(), text.data(), text.size()) == 0);
+}
+
+TEST_CASE("the entropy screen rejects random bytes before any codec runs, and only them") {
+  auto slices_of = [](const std::vector<std::byte>& v, std::span<const std::byte>* slices) {
+    const size_t slice = SampleSliceBytes(v.size());
+    for (size_t i = 0; i < kSampleSlices; ++i) {
+      slices[i] = std::span<const std::byte>(v).subspan(SampleSliceOffset(v.size(), i), slice);
+    }
+  };
+  for (size_t n : {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{64} << 20}) {
+    CAPTURE(n);
+    std::span<const std::byte> slices[kSampleSlices];
+    auto random = RandomBytes(n, 21);
+    slices_of(random, slices);
+    const double h = SampleEntropyBits(slices);
+    CHECK(h > 7.9);
+    CHECK(h < 8.1);
+    CHECK(LooksIncompressible(slices, 0.10));
+    for (CodecKind kind : {CodecKind::kZstd, CodecKind::kLz4}) {
+      CountingCodec codec(Make(kind));
+      auto out = OutFor(codec, n);
+      StatusOr<EncodeResult> r = EncodeAdaptive(codec, 0.10, random, out);
+      REQUIRE(r.ok());
+      CHECK(r->stored_raw);
+      CHECK(codec.encoded_bytes.load() == 0);
+      CHECK(std::memcmp(out.data(), random.data(), n) == 0);
+    }
+    // Compressible shapes pass the screen.
+    auto text = CompressibleBytes(n, 22);
+    slices_of(text, slices);
+    CHECK_FALSE(LooksIncompressible(slices, 0.10));
+    std::vector<std::byte> zeros(n);
+    slices_of(zeros, slices);
+    CHECK(SampleEntropyBits(slices) < 0.01);
+    CHECK_FALSE(LooksIncompressible(slices, 0.10));
+    auto half = AlphabetBytes(n, 16, 23);  // 4 bits per byte: halves under any codec
+    slices_of(half, slices);
+    CHECK(SampleEntropyBits(slices) == doctest::Approx(4.0).epsilon(0.02));
+    CHECK_FALSE(LooksIncompressible(slices, 0.10));
+  }
+  // The threshold follows min_savings: 7.5 bits per byte saves about 6%.
+  auto spread = AlphabetBytes(64 << 10, 180, 24);
+  std::span<const std::byte> slices[kSampleSlices];
+  slices_of(spread, slices);
+  CHECK_FALSE(LooksIncompressible(slices, 0.10));
+  CHECK(LooksIncompressible(slices, 0.50));
 }
 
 TEST_CASE("EncodeAdaptive edge cases") {

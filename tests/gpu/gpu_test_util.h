@@ -2,10 +2,8 @@
 // device buffers with known contents.
 //
 // Every test that needs a GPU starts with SPILLWAY_REQUIRE_GPU(): without CUDA
-// or without a device it prints "SKIPPED: no CUDA device: <reason>" and
-// returns. When every test case that ran was skipped, the binary exits with
-// 77, which CTest reports as a skip (SKIP_RETURN_CODE), not a pass
-// (skip_listener_test.cc).
+// or without a device it skips visibly with SPILLWAY_SKIP_TEST ("SKIPPED: no
+// CUDA device: <reason>"; CTest reports the case as skipped, test_main.cc).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -15,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "tiers/cuda_runtime.h"
 
 namespace spillway::testing {
@@ -28,12 +27,6 @@ inline const std::string& NoGpuReason() {
     return new std::string(st.ok() ? std::string() : st.ToString());
   }();
   return *reason;
-}
-
-// Set by SPILLWAY_REQUIRE_GPU when the current test case skipped.
-inline bool& CurrentTestSkipped() {
-  static bool skipped = false;
-  return skipped;
 }
 
 // Device memory freed at scope exit.
@@ -77,8 +70,6 @@ inline bool SameBytes(const void* a, const std::vector<std::byte>& b) {
 #define SPILLWAY_REQUIRE_GPU()                                                        \
   do {                                                                                \
     if (!::spillway::testing::NoGpuReason().empty()) {                                \
-      MESSAGE("SKIPPED: no CUDA device: " << ::spillway::testing::NoGpuReason());     \
-      ::spillway::testing::CurrentTestSkipped() = true;                               \
-      return;                                                                         \
+      SPILLWAY_SKIP_TEST("no CUDA device: " + ::spillway::testing::NoGpuReason());   \
     }                                                                                 \
   } while (0)
