@@ -1,7 +1,9 @@
 // EngineCore::Demote: the mechanism that moves victims one tier down.
 //
 // Protocol (no lock is held during I/O):
-//  1. the policy picks LRU victims; under each entry's shard lock the entry is
+//  1. the policy picks LRU victims (marked picked, so a concurrent Demote of
+//     the same tier, e.g. the mover's and a caller's, takes others and both
+//     batches stay full); under each entry's shard lock the entry is
 //     marked `moving` if it is unpinned and still in this tier;
 //  2. its bytes are read (memory tiers: no copy) and stored in the first tier
 //     below with room, as one batch so small objects share large writes;
@@ -20,7 +22,7 @@ constexpr size_t kMaxBatchObjects = 16384;
 
 struct Move {
   Entry* e;
-  uint64_t version;
+  uint32_t version;
   Location src;
   BlobPtr blob;  // source bytes as host memory
   std::vector<std::span<const std::byte>> spans;
@@ -49,11 +51,11 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   std::vector<Move> moves;
   moves.reserve(victims.size());
   for (Entry* e : victims) {
-    auto& shard = index_.ShardFor(e->key);
+    auto& shard = index_.ShardFor(e->key());
     std::lock_guard<std::mutex> l(shard.mu);
-    if (e->erased || e->moving || e->tier != t || e->pins.load(std::memory_order_acquire) != 0) continue;
+    if (e->erased || e->moving || e->tier != t || e->pins() != 0) continue;
     e->moving = true;
-    moves.push_back(Move{e, e->version, e->loc, nullptr, {}, 0, -1, {}, false});
+    moves.push_back(Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false});
   }
 
   // Read the sources: a gpu tier gathers small objects and copies them to
@@ -73,10 +75,10 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   }
   for (Move& m : moves) {
     if (m.blob || tiers_[t]->kind() == TierKind::kGpu) continue;
-    auto blob = tiers_[t]->Load(m.src, m.e->key);
+    auto blob = tiers_[t]->Load(m.src, m.e->key());
     if (!blob.ok()) {
       boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
-      LogMove(m.e->key, m.e->raw_size, 0, t, t + 1, 0, false);
+      LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false);
       continue;
     }
     m.blob = std::move(*blob);
@@ -86,7 +88,7 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   // Reserve room below, tier by tier, demoting there first if needed.
   for (Move& m : moves) {
     if (!m.blob) continue;
-    ObjectView v{m.e->key, m.spans};
+    ObjectView v{m.e->key(), m.spans};
     for (size_t d = t + 1; d < tiers_.size(); ++d) {
       if (!tiers_[d]->Accepts(MemoryKind::kHost)) continue;
       const uint64_t est = tiers_[d]->ReserveEstimate(v);
@@ -106,7 +108,7 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     std::vector<Move*> batch;
     for (Move& m : moves) {
       if (m.dest != static_cast<int>(d)) continue;
-      views.push_back(ObjectView{m.e->key, m.spans});
+      views.push_back(ObjectView{m.e->key(), m.spans});
       batch.push_back(&m);
     }
     if (batch.empty()) continue;
@@ -128,12 +130,12 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     if (!locs.ok()) {
       for (Move* m : batch) tiers_[d]->Unreserve(m->estimate);
       boundary(t, static_cast<int>(d)).failures.fetch_add(batch.size(), std::memory_order_relaxed);
-      for (Move* m : batch) LogMove(m->e->key, m->e->raw_size, 0, t, static_cast<int>(d), 0, false);
+      for (Move* m : batch) LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false);
       if (locs.status().IsNoSpace()) {
         for (Move* m : batch) {
           m->dest = -1;
           for (size_t n = d + 1; n < tiers_.size(); ++n) {
-            ObjectView v{m->e->key, m->spans};
+            ObjectView v{m->e->key(), m->spans};
             const uint64_t est = tiers_[n]->ReserveEstimate(v);
             if (tiers_[n]->Accepts(MemoryKind::kHost) && est <= tiers_[n]->capacity_bytes() &&
                 ReserveWithBackpressure(static_cast<int>(n), est)) {
@@ -165,15 +167,13 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     bool committed = false;
     const uint64_t stored = m.dst.stored_bytes;
     {
-      auto& shard = index_.ShardFor(e->key);
+      auto& shard = index_.ShardFor(e->key());
       std::lock_guard<std::mutex> l(shard.mu);
       e->moving = false;
-      if (m.ok && !e->erased && e->version == m.version && e->pins.load(std::memory_order_acquire) == 0) {
-        old = std::move(e->loc);
-        e->loc = std::move(m.dst);
-        e->tier = static_cast<int8_t>(m.dest);
-        e->version++;
-        policy_->MoveTo(e, m.dest);
+      if (m.ok && !e->erased && e->version == m.version && e->pins() == 0) {
+        old = e->loc.Take(e->raw_size);
+        e->loc.Set(std::move(m.dst));
+        SetTierLocked(e, t, m.dest);
         committed = true;
       }
     }
@@ -183,7 +183,7 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
       per_dest_objs[m.dest]++;
       per_dest_raw[m.dest] += e->raw_size;
       per_dest_stored[m.dest] += stored;
-      LogMove(e->key, e->raw_size, stored, t, m.dest, ns / 1000, true);
+      LogMove(e->key(), e->raw_size, stored, t, m.dest, ns / 1000, true);
     } else if (m.ok) {
       tiers_[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
     }
@@ -191,7 +191,10 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   for (size_t d = t + 1; d < tiers_.size(); ++d) {
     if (per_dest_objs[d]) boundary(t, static_cast<int>(d)).Record(per_dest_objs[d], per_dest_raw[d], per_dest_stored[d], ns);
   }
-  for (Entry* e : victims) Unref(e);
+  for (Entry* e : victims) {
+    EvictionPolicy::Unpick(e);
+    Unref(e);
+  }
   return moved;
 }
 

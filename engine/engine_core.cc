@@ -39,29 +39,43 @@ EngineCore::~EngineCore() {
     std::vector<Entry*> entries;
     {
       std::lock_guard<std::mutex> l(shard.mu);
-      for (auto& [k, e] : shard.map) {
+      shard.TakeAll(&entries);
+      for (Entry* e : entries) {
         e->erased = true;
         policy_->Remove(e);
-        entries.push_back(e);
       }
-      shard.map.clear();
     }
     for (Entry* e : entries) Unref(e);
   }
 }
 
 bool EngineCore::UnchangedSince(const Entry* e, int t, uint64_t version) const {
-  return !e->erased && !e->moving && e->version == version && e->tier == t;
+  // Another reader's pin on a file-tier entry may mean a Load of the record
+  // in flight, which the caller's Free of the old location would cut short
+  // (punched or reused space reads back as a checksum mismatch).
+  return !e->erased && !e->moving && e->version == version && e->tier == t &&
+         (tiers_[t]->is_memory() || e->pins() == 1);
+}
+
+void EngineCore::SetTierLocked(Entry* e, int from, int to) {
+  e->tier = static_cast<int8_t>(to);
+  // Adding the difference keeps the pin count in the low half intact even
+  // while other holders unpin concurrently (unsigned wrap-around is exact).
+  e->pin_state.fetch_add((static_cast<uint64_t>(to) - static_cast<uint64_t>(from)) << Entry::kPinTierShift,
+                         std::memory_order_acq_rel);
+  e->version++;
+  policy_->MoveTo(e, to);
 }
 
 Location EngineCore::RelocatePinnedLocked(Entry* e, int from, int to, Location loc) {
-  Location old = std::move(e->loc);
-  e->loc = std::move(loc);
-  e->tier = static_cast<int8_t>(to);
-  e->version++;
-  policy_->MoveTo(e, to);
-  pinned_bytes_[from].fetch_sub(e->raw_size, std::memory_order_relaxed);
-  pinned_bytes_[to].fetch_add(e->raw_size, std::memory_order_relaxed);
+  Location old = e->loc.Take(e->raw_size);
+  e->loc.Set(std::move(loc));
+  // The caller's pin keeps the count above zero throughout, so no unpin
+  // settles the pinned bytes meanwhile; add to `to` first so its counter
+  // never dips below zero when a later unpin subtracts there.
+  pinned_bytes_[to].Add(e->raw_size);
+  SetTierLocked(e, from, to);
+  pinned_bytes_[from].Add(-static_cast<int64_t>(e->raw_size));
   return old;
 }
 
@@ -89,7 +103,8 @@ bool EngineCore::ReserveWithBackpressure(int t, uint64_t estimate) {
     const uint64_t used = tier.used_bytes();
     const uint64_t need = used + estimate > tier.capacity_bytes() ? used + estimate - tier.capacity_bytes() : 0;
     // Demote a little ahead so the next few calls do not each stall.
-    const uint64_t ahead = std::min<uint64_t>(std::max(estimate * 4, tier.capacity_bytes() / 16), 64ull << 20);
+    // The same batch size as a mover pass, so the tier below gets large writes.
+    const uint64_t ahead = std::min<uint64_t>(std::max(estimate * 4, EvictionPolicy::MinBatchBytes(tier)), 64ull << 20);
     const uint64_t moved = Demote(t, std::max<uint64_t>(need, ahead));
     sync_demotions_.fetch_add(1, std::memory_order_relaxed);
     if (tier.TryReserve(estimate)) return true;
@@ -99,21 +114,20 @@ bool EngineCore::ReserveWithBackpressure(int t, uint64_t estimate) {
 }
 
 void EngineCore::Insert(std::string_view key, uint64_t raw_size, int tier, Location loc) {
-  Entry* e = new Entry(key, raw_size);
+  Entry* e = Entry::Create(key, raw_size);
   e->tier = static_cast<int8_t>(tier);
-  e->loc = std::move(loc);
-  Entry* old = nullptr;
-  auto& shard = index_.ShardFor(key);
+  e->pin_state.store(static_cast<uint64_t>(tier) << Entry::kPinTierShift, std::memory_order_relaxed);
+  e->loc.Set(std::move(loc));
+  const uint64_t hash = ObjectIndex::Hash(key);
+  auto& shard = index_.ShardForHash(hash);
+  Entry* old;
   {
     std::lock_guard<std::mutex> l(shard.mu);
-    auto it = shard.map.find(key);
-    if (it != shard.map.end()) {
-      old = it->second;
-      shard.map.erase(it);
+    old = shard.Replace(e, hash);
+    if (old) {
       old->erased = true;
       policy_->Remove(old);
     }
-    shard.map.emplace(std::string_view(e->key), e);
     policy_->Insert(e, tier);
   }
   if (old) Unref(old);
@@ -133,31 +147,42 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
   // A device object that lands below the gpu tiers is copied to host memory once.
   BlobPtr host_copy;
   std::vector<std::span<const std::byte>> host_spans;
-  Status last_error;
-  for (size_t t = 0; t < tiers_.size(); ++t) {
+  Status last_error, fatal;
+  std::array<bool, kMaxTiers> full_marked{};
+  // One attempt on tier t; true when the object is stored. With `probe`, a
+  // tier that a recent ENOSPC marked full (Tier::MarkFull) is tried anyway.
+  auto try_tier = [&](size_t t, bool probe) -> bool {
     Tier& tier = *tiers_[t];
     const bool direct = tier.Accepts(kind);
-    if (!direct && kind != MemoryKind::kDevice) continue;  // host objects skip gpu tiers
+    if (!direct && kind != MemoryKind::kDevice) return false;  // host objects skip gpu tiers
     ObjectView v = view;
     if (!direct) {
       if (!host_copy) {
         auto c = CopyDeviceToHost(view);
-        if (!c.ok()) return c.status().WithContext("copying device object to host");
+        if (!c.ok()) {
+          fatal = c.status().WithContext("copying device object to host");
+          return false;
+        }
         host_copy = std::move(*c);
         host_copy->Spans(&host_spans);
       }
       v = ObjectView{key, host_spans};
     }
     const uint64_t estimate = tier.ReserveEstimate(v);
-    if (estimate > tier.capacity_bytes()) continue;
-    if (!ReserveWithBackpressure(static_cast<int>(t), estimate)) continue;
+    if (estimate > tier.capacity_bytes()) return false;
+    const bool reserved = probe ? tier.TryReserve(estimate, /*ignore_full_mark=*/true)
+                                : ReserveWithBackpressure(static_cast<int>(t), estimate);
+    if (!reserved) {
+      if (!probe && tier.marked_full()) full_marked[t] = true;
+      return false;
+    }
     Location loc;
     if (!direct && CanAdoptHost(static_cast<int>(t))) {
       auto adopted = tier.Adopt(host_copy, estimate);  // no second copy
       if (!adopted.ok()) {
         tier.Unreserve(estimate);
         last_error = adopted.status();
-        continue;
+        return false;
       }
       loc = std::move(*adopted);
     } else {
@@ -165,13 +190,24 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
       if (!locs.ok()) {
         tier.Unreserve(estimate);
         last_error = locs.status();
-        continue;  // fall through to the next tier
+        return false;  // fall through to the next tier
       }
       loc = std::move((*locs)[0]);
     }
     Insert(key, raw, static_cast<int>(t), std::move(loc));
     if (tier.AboveHigh() && mover_) mover_->Wake();
-    return Status::OK();
+    return true;
+  };
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (try_tier(t, false)) return Status::OK();
+    if (!fatal.ok()) return fatal;
+  }
+  // Nothing had room. Rather than fail while a tier sits out a recent
+  // ENOSPC, probe it: this is also how the chain notices a disk that has room
+  // again (a Store that fails renews the mark).
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (full_marked[t] && try_tier(t, true)) return Status::OK();
+    if (!fatal.ok()) return fatal;
   }
   if (!last_error.ok() && !last_error.IsNoSpace()) return last_error;
   return Status::NoSpace("no tier can hold object of " + std::to_string(raw) + " bytes" +
@@ -179,8 +215,9 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
 }
 
 StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
-  gets_.fetch_add(1, std::memory_order_relaxed);
-  auto& shard = index_.ShardFor(key);
+  gets_.Add(1);
+  const uint64_t hash = ObjectIndex::Hash(key);
+  auto& shard = index_.ShardForHash(hash);
   Entry* e;
   int t;
   uint64_t version;
@@ -188,23 +225,32 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
   bool moving;
   {
     std::lock_guard<std::mutex> l(shard.mu);
-    auto it = shard.map.find(key);
-    if (it == shard.map.end()) {
+    e = shard.Find(key, hash);
+    if (e == nullptr) {
       misses_.fetch_add(1, std::memory_order_relaxed);
       return Status::NotFound("key not found");
     }
-    e = it->second;
-    if (e->pins.fetch_add(1, std::memory_order_acq_rel) == 0) {
-      pinned_bytes_[e->tier].fetch_add(e->raw_size, std::memory_order_relaxed);
+    // Pins are taken only under the shard lock (so a mover that sees none
+    // under it may move the entry); they are dropped without it (Unpin).
+    const uint64_t prev = e->pin_state.fetch_add(1, std::memory_order_acq_rel);
+    if ((prev & Entry::kPinMask) == 0) {
+      pinned_bytes_[prev >> Entry::kPinTierShift].Add(e->raw_size);
     }
     e->refs.fetch_add(1, std::memory_order_relaxed);
     t = e->tier;
-    version = e->version;
-    loc = e->loc;
     moving = e->moving;
-    policy_->Touch(e);
+    if (e->loc.has_blob()) {
+      // Memory tiers: the blob is all a hit needs.
+      loc.blob = e->loc.blob();
+      loc.stored_bytes = e->loc.stored_bytes();
+      loc.raw_bytes = e->raw_size;
+    } else {
+      loc = e->loc.Get(e->raw_size);
+    }
+    version = e->version;
   }
-  hits_[t].fetch_add(1, std::memory_order_relaxed);
+  EvictionPolicy::Touch(e);
+  hits_[t].Add(1);
   if (tiers_[t]->kind() == TierKind::kGpu) {
     if (where != Where::kHost) return Handle(std::move(loc.blob), e, this);
     auto host = tiers_[t]->Load(loc, key);  // a host copy; the object stays on the device
@@ -266,14 +312,14 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
 
 Status EngineCore::Erase(std::string_view key) {
   erases_.fetch_add(1, std::memory_order_relaxed);
-  auto& shard = index_.ShardFor(key);
+  const uint64_t hash = ObjectIndex::Hash(key);
+  auto& shard = index_.ShardForHash(hash);
   Entry* e;
   {
     std::lock_guard<std::mutex> l(shard.mu);
-    auto it = shard.map.find(key);
-    if (it == shard.map.end()) return Status::NotFound("key not found");
-    e = it->second;
-    shard.map.erase(it);
+    e = shard.Find(key, hash);
+    if (e == nullptr) return Status::NotFound("key not found");
+    shard.Remove(e, hash);
     e->erased = true;
     policy_->Remove(e);
   }
@@ -282,26 +328,31 @@ Status EngineCore::Erase(std::string_view key) {
 }
 
 bool EngineCore::Contains(std::string_view key) {
-  auto& shard = index_.ShardFor(key);
+  const uint64_t hash = ObjectIndex::Hash(key);
+  auto& shard = index_.ShardForHash(hash);
   std::lock_guard<std::mutex> l(shard.mu);
-  return shard.map.count(key) != 0;
+  return shard.Find(key, hash) != nullptr;
 }
 
 void EngineCore::Unpin(Entry* e) {
-  // Under the shard lock so the 1 -> 0 transition and pinned-bytes
-  // bookkeeping cannot interleave with a Get pinning the entry again.
-  auto& shard = index_.ShardFor(e->key);
-  std::lock_guard<std::mutex> l(shard.mu);
-  if (e->pins.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    pinned_bytes_[e->tier].fetch_sub(e->raw_size, std::memory_order_relaxed);
+  // No lock: the tier the pinned bytes were counted against comes with the
+  // count in one atomic word, and only a pin (under the shard lock) can
+  // raise the count from zero again. The release half orders the holder's
+  // reads of the object before a mover that then sees no pins.
+  const uint64_t prev = e->pin_state.fetch_sub(1, std::memory_order_acq_rel);
+  if ((prev & Entry::kPinMask) == 1) {
+    pinned_bytes_[prev >> Entry::kPinTierShift].Add(-static_cast<int64_t>(e->raw_size));
   }
 }
 
 void EngineCore::Unref(Entry* e) {
   if (e->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // Last reference: nobody can reach the entry any more.
-  if (e->tier >= 0 && !(shutting_down_ && config_.tiers[e->tier].persistent)) tiers_[e->tier]->Free(e->loc);
-  delete e;
+  if (e->tier >= 0 && !(shutting_down_ && config_.tiers[e->tier].persistent)) {
+    Location loc = e->loc.Take(e->raw_size);
+    tiers_[e->tier]->Free(loc);
+  }
+  Entry::Destroy(e);
 }
 
 Status EngineCore::Flush() {

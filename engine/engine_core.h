@@ -18,6 +18,7 @@
 #include "engine/eviction_policy.h"
 #include "engine/metrics_dumper.h"
 #include "engine/object_index.h"
+#include "engine/striped_counter.h"
 #include "tiers/host_tier.h"
 #include "tiers/worker_pool.h"
 #include "tiers/io/file_io.h"
@@ -83,12 +84,18 @@ class EngineCore final : public Engine {
   StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
   int FirstHostTier() const;
   // REQUIRES: the entry's shard mutex. True when a pinned reader's snapshot
-  // (tier t, version) is still current and nobody is moving the entry.
+  // (tier t, version) is still current, nobody is moving the entry and, for
+  // a file tier, no other reader holds a pin (it may be reading the record
+  // the caller is about to free).
   bool UnchangedSince(const Entry* e, int t, uint64_t version) const;
   // REQUIRES: the entry's shard mutex and a pin held by the caller. Points the
   // entry at `loc` in tier `to` (a promotion) and returns its old location,
   // which the caller frees after unlocking.
   Location RelocatePinnedLocked(Entry* e, int from, int to, Location loc);
+  // REQUIRES: the entry's shard mutex. Moves the entry (its tier, the tier
+  // its pins count against, its policy list) from tier `from` to `to` and
+  // bumps its version.
+  void SetTierLocked(Entry* e, int from, int to);
   int FirstGpuTier() const;
   // engine_gpu.cc: the device halves of Put and Get.
   MemoryKind ClassifyBuffers(std::span<const std::span<const std::byte>> buffers, Where declared) const;
@@ -114,10 +121,13 @@ class EngineCore final : public Engine {
   std::unique_ptr<EventLog> event_log_;     // null when metrics.event_log is off
   std::unique_ptr<MetricsDumper> dumper_;   // null when metrics.prometheus_file is off
   std::unique_ptr<BoundaryCounters[]> boundaries_;
-  std::unique_ptr<std::atomic<uint64_t>[]> hits_;
-  std::unique_ptr<std::atomic<uint64_t>[]> pinned_bytes_;
+  // Bumped by every Get hit and pin/unpin: striped so concurrent readers do
+  // not contend on one cache line.
+  std::unique_ptr<StripedCounter[]> hits_;
+  std::unique_ptr<StripedCounter[]> pinned_bytes_;
+  StripedCounter gets_;
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
-  std::atomic<uint64_t> puts_{0}, gets_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+  std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
 };
 
 }  // namespace spillway::internal

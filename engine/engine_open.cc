@@ -49,8 +49,8 @@ Status EngineCore::Init() {
   }
   const size_t n = config_.tiers.size();
   boundaries_.reset(new BoundaryCounters[kMaxTiers * kMaxTiers]);
-  hits_.reset(new std::atomic<uint64_t>[n]());
-  pinned_bytes_.reset(new std::atomic<uint64_t>[n]());
+  hits_.reset(new StripedCounter[n]);
+  pinned_bytes_.reset(new StripedCounter[n]);
   policy_ = std::make_unique<EvictionPolicy>(n);
 
   SPILLWAY_RETURN_IF_ERROR(OpenGpuSupport());
@@ -149,10 +149,10 @@ EngineStats EngineCore::Stats() {
     ts.kind = TierKindName(t.kind());
     ts.capacity_bytes = t.capacity_bytes();
     ts.used_bytes = t.used_bytes();
-    ts.pinned_bytes = r(pinned_bytes_[i]);
+    ts.pinned_bytes = pinned_bytes_[i].Load();
     ts.objects = r(c.objects);
     ts.raw_bytes = r(c.raw_bytes);
-    ts.hits = r(hits_[i]);
+    ts.hits = hits_[i].Load();
     ts.bytes_written = r(c.bytes_written);
     ts.raw_bytes_written = r(c.raw_bytes_written);
     ts.bytes_read = r(c.bytes_read);
@@ -193,7 +193,7 @@ EngineStats EngineCore::Stats() {
     }
   }
   s.puts = r(puts_);
-  s.gets = r(gets_);
+  s.gets = gets_.Load();
   s.misses = r(misses_);
   s.erases = r(erases_);
   s.sync_demotions = r(sync_demotions_);

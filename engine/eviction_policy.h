@@ -1,8 +1,12 @@
 // EvictionPolicy: decides which objects leave a tier and how many bytes.
 // The mechanism that moves them is the Mover (mover.h).
 //
-// LRU: one list per tier, most recently used at the head. Each list has its
-// own mutex; lock order is shard mutex, then list mutex.
+// LRU approximated CLOCK-style: one list per tier, newest at the head. A Get
+// only sets the entry's kAccessed flag (a relaxed atomic, no lock), so hits
+// on different keys share no lock or cache line here; PickVictims, scanning
+// from the tail, gives a flagged entry a second chance by moving it to the
+// head. Each list has its own mutex; lock order is shard mutex, then list
+// mutex.
 #pragma once
 
 #include <cstdint>
@@ -19,29 +23,45 @@ class EvictionPolicy {
   explicit EvictionPolicy(size_t num_tiers);
   ~EvictionPolicy();
 
-  // REQUIRES: the entry's shard mutex is held (for all four).
+  // REQUIRES: the entry's shard mutex is held (for these three).
   void Insert(Entry* e, int tier);
   void Remove(Entry* e);
-  void Touch(Entry* e);
   void MoveTo(Entry* e, int tier);
+  // Records a use; any thread, no lock needed.
+  static void Touch(Entry* e) {
+    if ((e->flags.load(std::memory_order_relaxed) & Entry::kAccessed) == 0) {
+      e->flags.fetch_or(Entry::kAccessed, std::memory_order_relaxed);
+    }
+  }
 
   // Appends up to `max_count` entries of `tier`, least recently used first,
-  // skipping pinned and moving ones, until their raw sizes reach `bytes`.
-  // Takes a reference on each appended entry (the caller drops it).
+  // skipping pinned entries and those another Demote picked, until their raw
+  // sizes reach `bytes`. Marks each appended entry kPicked and takes a
+  // reference on it; the caller clears the mark with Unpick and drops the
+  // reference.
   void PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out);
+  static void Unpick(Entry* e) { e->flags.fetch_and(static_cast<uint8_t>(~Entry::kPicked), std::memory_order_relaxed); }
 
-  // How many bytes the mover should take out of a tier now: down to its low
-  // watermark once it is above the high one, else 0.
-  static uint64_t BytesToDemote(const Tier& tier) { return tier.AboveHigh() ? tier.ExcessOverLow() : 0; }
+  // How many bytes the mover should take out of a tier now: 0 until it is
+  // above its high watermark; then down to its low watermark, and at least
+  // MinBatchBytes where the tier holds that much, so the tier below receives
+  // large writes rather than one small batch per watermark crossing.
+  static uint64_t BytesToDemote(const Tier& tier);
+  // min(64 MiB, capacity / 4): the smallest batch worth a demotion.
+  static uint64_t MinBatchBytes(const Tier& tier);
 
  private:
   struct List {
-    std::mutex mu;  // guards the list links of its entries
-    Entry head{"", 0};  // sentinel: head.lru_next is the MRU entry, head.lru_prev the LRU
+    std::mutex mu;  // guards the list links of its entries and `size`
+    Entry head{0, 0};  // sentinel: head.lru_next is the newest entry, head.lru_prev the oldest
+    size_t size = 0;
     List() { head.lru_next = head.lru_prev = &head; }
   };
-  void Unlink(Entry* e);
+  void Unlink(List& l, Entry* e);
   void LinkFront(List& l, Entry* e, int tier);
+  // Relinks without writing lru_tier, which only changes under the entry's
+  // shard mutex too (Remove reads it holding just that).
+  void MoveToFront(List& l, Entry* e);
 
   std::vector<std::unique_ptr<List>> lists_;
 };

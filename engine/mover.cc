@@ -50,7 +50,8 @@ uint64_t Mover::Pass() {
       const uint64_t moved = core_->Demote(static_cast<int>(t), std::min(need, kPassChunkBytes));
       if (moved == 0) break;
       total += moved;
-      // Keep going until the low watermark, not just below the high one.
+      // Keep going until the low watermark, not just below the high one
+      // (BytesToDemote made the first batch at least MinBatchBytes).
       const uint64_t excess = tier.ExcessOverLow();
       need = excess;
     }

@@ -1,57 +1,145 @@
 // ObjectIndex: key -> Entry, sharded so concurrent calls on different keys
-// rarely meet. Each shard has one mutex guarding its map and the
+// rarely meet. Each shard has one mutex guarding its hash table and the
 // shard-guarded fields of its entries.
 //
 // Entry lifetime: reference counted. The index holds one reference while the
 // key maps to it; Handles, movers and readers hold their own. The entry's
 // stored copy is freed when the last reference goes (EngineCore::Unref), so
 // an object erased while pinned or being moved stays readable until then.
+//
+// Memory: an Entry is one allocation with its key bytes right after it, and
+// the shard tables chain entries through Entry::hash_next (no per-key node),
+// so the index costs about 88 bytes plus the key and one bucket pointer per
+// object.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <mutex>
-#include <string>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 #include "tiers/tier.h"
 
 namespace spillway::internal {
 
+// An entry's Location without what the entry already knows (the raw size),
+// with the memory-tier half (a Blob) and the file-tier half (a record
+// address) overlapped: 32 bytes instead of Location's 56.
+class EntryLocation {
+ public:
+  EntryLocation() : file_{} {}
+  ~EntryLocation() { Clear(); }
+  EntryLocation(const EntryLocation&) = delete;
+  EntryLocation& operator=(const EntryLocation&) = delete;
+
+  // Takes `loc` (a memory tier's: blob set, record fields zero; or a file
+  // tier's: no blob).
+  void Set(Location&& loc);
+  // A copy as a Location of an object of `raw` bytes.
+  Location Get(uint64_t raw) const;
+  // Moves the location out, leaving this one empty.
+  Location Take(uint64_t raw);
+  uint64_t stored_bytes() const { return stored_bytes_; }
+  bool has_blob() const { return has_blob_; }
+  // REQUIRES: has_blob().
+  const BlobPtr& blob() const { return blob_; }
+
+ private:
+  struct File {
+    uint32_t stripe;
+    uint32_t segment;
+    uint64_t offset;
+    uint64_t length;
+  };
+  void Clear();
+
+  union {
+    BlobPtr blob_;  // when has_blob_
+    File file_;
+  };
+  uint64_t stored_bytes_ : 63 = 0;
+  uint64_t has_blob_ : 1 = 0;  // which half of the union is live
+};
+
 struct Entry {
-  Entry(std::string_view k, uint64_t raw) : key(k), raw_size(raw) {}
+  // An entry for `key` (copied into the same allocation), one reference held.
+  static Entry* Create(std::string_view key, uint64_t raw);
+  // REQUIRES: the last reference is gone.
+  static void Destroy(Entry* e);
+
+  std::string_view key() const { return {reinterpret_cast<const char*>(this + 1), key_len}; }
+
+  // Pin count in the low 32 bits, the tier the pins count against in the
+  // high 32: a pin or unpin learns the tier from the same atomic operation,
+  // so unpinning needs no lock. Live Handles and in-flight reads pin;
+  // pinned entries never move down.
+  std::atomic<uint64_t> pin_state{0};
+  static constexpr uint64_t kPinMask = 0xffffffffull;
+  static constexpr int kPinTierShift = 32;
+  uint32_t pins() const { return static_cast<uint32_t>(pin_state.load(std::memory_order_acquire) & kPinMask); }
 
   std::atomic<uint32_t> refs{1};
-  std::atomic<uint32_t> pins{0};  // live Handles and in-flight reads; pinned entries never move
+  // ---- guarded by the shard mutex ----
+  uint32_t version = 0;    // bumped on every change of location (wraps; compared for equality)
+  // ---- immutable ----
+  uint32_t key_len : 24;
+  // ---- written holding both the shard mutex and the policy's list mutex ----
+  int8_t lru_tier = -1;    // list the entry is on, -1 when on none
+  // ---- eviction hints, lock-free ----
+  std::atomic<uint8_t> flags{0};
+  static constexpr uint8_t kAccessed = 1;  // read since the policy last looked (second chance)
+  static constexpr uint8_t kPicked = 2;    // chosen as a victim by a Demote still running
   // ---- guarded by the shard mutex ----
   int8_t tier = -1;        // index of the tier holding the object
   bool moving = false;     // a mover copied it and will commit or abort
   bool erased = false;     // no longer in the index
-  uint64_t version = 0;    // bumped on every change of location
-  Location loc;
+  Entry* hash_next = nullptr;
   // ---- guarded by the eviction policy's mutex for lru_tier ----
   Entry* lru_prev = nullptr;
   Entry* lru_next = nullptr;
-  int8_t lru_tier = -1;    // list the entry is on, -1 when on none
   // ---- immutable ----
-  const std::string key;
-  const uint64_t raw_size;
+  uint64_t raw_size;
+  // ---- guarded by the shard mutex ----
+  EntryLocation loc;
+
+  // Sentinels and tests; indexed entries come from Create.
+  Entry(uint32_t key_length, uint64_t raw) : key_len(key_length), raw_size(raw) {}
 };
 
 class ObjectIndex {
  public:
   static constexpr size_t kShards = 64;
 
-  struct Shard {
+  static uint64_t Hash(std::string_view key);
+
+  // A chained hash table of entries. REQUIRES: `mu` for every method.
+  // Cache-line aligned so threads locking neighbouring shards do not share
+  // a line.
+  class alignas(64) Shard {
+   public:
     std::mutex mu;
-    std::unordered_map<std::string_view, Entry*> map;  // key views point into Entry::key
+
+    Entry* Find(std::string_view key, uint64_t hash) const;
+    // Maps e's key to `e`; returns the entry it replaces (null if none), which
+    // is unlinked but keeps its flags and references.
+    Entry* Replace(Entry* e, uint64_t hash);
+    // Unmaps e's key if it maps to `e`.
+    bool Remove(Entry* e, uint64_t hash);
+    // Unmaps every key, appending the entries to `out`.
+    void TakeAll(std::vector<Entry*>* out);
+    size_t size() const { return count_; }
+
+   private:
+    size_t Bucket(uint64_t hash) const { return (hash / kShards) & (buckets_.size() - 1); }
+    void Grow();
+
+    std::vector<Entry*> buckets_;  // power-of-two size, or empty
+    size_t count_ = 0;
   };
 
-  Shard& ShardFor(std::string_view key) {
-    return shards_[std::hash<std::string_view>{}(key) % kShards];
-  }
+  Shard& ShardForHash(uint64_t hash) { return shards_[hash % kShards]; }
+  Shard& ShardFor(std::string_view key) { return ShardForHash(Hash(key)); }
   Shard& shard(size_t i) { return shards_[i]; }
 
  private:

@@ -4,6 +4,11 @@
 // A Blob may be "accounted" in a memory tier: its destructor then returns its
 // bytes to that tier, so memory pinned by a Handle after an Erase is still
 // counted until the Handle lets go.
+//
+// Small host objects dominate the engine's per-object memory, so a Blob is
+// kept to 48 bytes: a deleter and buffer sizes other than "one buffer of
+// size() bytes" live in a separately allocated Extra, and NewInlineHost puts
+// the shared_ptr control block, the Blob and the bytes in one allocation.
 #pragma once
 
 #include <atomic>
@@ -12,6 +17,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -31,17 +37,26 @@ class Blob {
  public:
   // Frees `data`; default is std::free (memory from AllocateHost).
   using Deleter = std::function<void(std::byte*, uint64_t)>;
+  // Objects up to this size get NewInlineHost's single allocation; their
+  // bytes are 16-byte aligned (larger ones keep AllocateHost's 64).
+  static constexpr uint64_t kInlineMaxBytes = 1024;
 
   Blob(std::byte* data, uint64_t size, std::vector<uint64_t> buffer_sizes, MemoryKind kind,
        Deleter deleter = nullptr)
-      : data_(data), size_(size), buffer_sizes_(std::move(buffer_sizes)), kind_(kind),
-        deleter_(std::move(deleter)) {}
+      : data_(data), size_(size), num_buffers_(static_cast<uint32_t>(buffer_sizes.size())), kind_(kind) {
+    const bool plain_sizes = buffer_sizes.empty() || (buffer_sizes.size() == 1 && buffer_sizes[0] == size);
+    if (deleter || !plain_sizes) {
+      extra_ = new Extra{std::move(deleter), {}};
+      if (!plain_sizes) extra_->buffer_sizes = std::move(buffer_sizes);
+    }
+  }
   ~Blob() {
-    if (deleter_) {
-      deleter_(data_, size_);
-    } else {
+    if (extra_ != nullptr && extra_->deleter) {
+      extra_->deleter(data_, size_);
+    } else if (owns_data_) {
       std::free(data_);
     }
+    delete extra_;
     if (account_) account_->OnBlobFreed(accounted_bytes_);
   }
   Blob(const Blob&) = delete;
@@ -52,22 +67,34 @@ class Blob {
     size_t n = (size + 63) & ~size_t{63};
     return static_cast<std::byte*>(std::aligned_alloc(64, n ? n : 64));
   }
+  // A host Blob of `size` (<= kInlineMaxBytes) uninitialised bytes sharing one
+  // allocation with its control block; null when out of memory.
+  static std::shared_ptr<Blob> NewInlineHost(uint64_t size, std::vector<uint64_t> buffer_sizes);
 
   std::byte* data() const { return data_; }
   uint64_t size() const { return size_; }
   MemoryKind kind() const { return kind_; }
-  size_t num_buffers() const { return buffer_sizes_.size(); }
-  const std::vector<uint64_t>& buffer_sizes() const { return buffer_sizes_; }
+  size_t num_buffers() const { return num_buffers_; }
+  std::vector<uint64_t> buffer_sizes() const {
+    if (extra_ != nullptr && !extra_->buffer_sizes.empty()) return extra_->buffer_sizes;
+    return num_buffers_ == 0 ? std::vector<uint64_t>{} : std::vector<uint64_t>{size_};
+  }
   std::span<const std::byte> buffer(size_t i) const {
+    if (extra_ == nullptr || extra_->buffer_sizes.empty()) return {data_, static_cast<size_t>(size_)};
+    const std::vector<uint64_t>& sizes = extra_->buffer_sizes;
     uint64_t off = 0;
-    for (size_t j = 0; j < i; ++j) off += buffer_sizes_[j];
-    return {data_ + off, static_cast<size_t>(buffer_sizes_[i])};
+    for (size_t j = 0; j < i; ++j) off += sizes[j];
+    return {data_ + off, static_cast<size_t>(sizes[i])};
   }
   // Fills `out` with one span per buffer.
   void Spans(std::vector<std::span<const std::byte>>* out) const {
     out->clear();
+    if (extra_ == nullptr || extra_->buffer_sizes.empty()) {
+      if (num_buffers_ == 1) out->emplace_back(data_, static_cast<size_t>(size_));
+      return;
+    }
     uint64_t off = 0;
-    for (uint64_t n : buffer_sizes_) {
+    for (uint64_t n : extra_->buffer_sizes) {
       out->emplace_back(data_ + off, static_cast<size_t>(n));
       off += n;
     }
@@ -81,15 +108,75 @@ class Blob {
   bool accounted() const { return account_ != nullptr; }
 
  private:
+  // What most blobs do without: a custom deleter, or buffer sizes other than
+  // one buffer of size() bytes (then buffer_sizes is non-empty).
+  struct Extra {
+    Deleter deleter;
+    std::vector<uint64_t> buffer_sizes;
+  };
+  template <typename T>
+  struct TailAllocator;
+  // NewInlineHost -> TailAllocator: the bytes to add, and where they went.
+  // One per thread, shared by every rebinding of the allocator.
+  struct InlineRequest {
+    size_t extra = 0;
+    std::byte* tail = nullptr;
+  };
+  static InlineRequest& inline_request() {
+    thread_local InlineRequest r;
+    return r;
+  }
+
   std::byte* data_;
   uint64_t size_;
-  std::vector<uint64_t> buffer_sizes_;
-  MemoryKind kind_;
-  Deleter deleter_;
   BlobAccount* account_ = nullptr;
   uint64_t accounted_bytes_ = 0;
+  Extra* extra_ = nullptr;
+  uint32_t num_buffers_;
+  MemoryKind kind_;
+  bool owns_data_ = true;  // false: the bytes live in the Blob's own allocation
 };
 
 using BlobPtr = std::shared_ptr<Blob>;
+
+// allocate_shared's allocator for NewInlineHost: it over-allocates the control
+// block by the object's bytes and reports where they start. State passes
+// through a thread_local (inline_request) so the allocator is empty and adds
+// nothing to the control block; deallocation needs no state.
+template <typename T>
+struct Blob::TailAllocator {
+  using value_type = T;
+  static constexpr size_t kAlign = 16;
+
+  TailAllocator() = default;
+  template <typename U>
+  TailAllocator(const TailAllocator<U>&) {}
+  T* allocate(size_t n) {
+    const size_t head = (n * sizeof(T) + kAlign - 1) & ~(kAlign - 1);
+    InlineRequest& r = inline_request();
+    auto* p = static_cast<std::byte*>(std::malloc(head + r.extra));
+    if (p == nullptr) throw std::bad_alloc();
+    r.tail = p + head;
+    return reinterpret_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  bool operator==(const TailAllocator<U>&) const { return true; }
+};
+
+inline std::shared_ptr<Blob> Blob::NewInlineHost(uint64_t size, std::vector<uint64_t> buffer_sizes) {
+  InlineRequest& r = inline_request();
+  r.extra = static_cast<size_t>(size);
+  r.tail = nullptr;
+  std::shared_ptr<Blob> b;
+  try {
+    b = std::allocate_shared<Blob>(TailAllocator<Blob>(), nullptr, size, std::move(buffer_sizes), MemoryKind::kHost);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  b->data_ = r.tail;
+  b->owns_data_ = false;
+  return b;
+}
 
 }  // namespace spillway

@@ -10,6 +10,8 @@ HostTier::HostTier(TierConfig config, int index, HostAllocator* allocator)
 
 BlobPtr NewHostBlob(HostAllocator* allocator, uint64_t size, std::vector<uint64_t> buffer_sizes) {
   if (allocator == nullptr) {
+    // Small objects: one allocation for control block, Blob and bytes.
+    if (size <= Blob::kInlineMaxBytes) return Blob::NewInlineHost(size, std::move(buffer_sizes));
     std::byte* p = Blob::AllocateHost(size);
     if (p == nullptr) return nullptr;
     return std::make_shared<Blob>(p, size, std::move(buffer_sizes), MemoryKind::kHost);

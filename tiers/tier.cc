@@ -21,8 +21,8 @@ bool Tier::marked_full() const {
   return until != 0 && NowNs() < until;
 }
 
-bool Tier::TryReserve(uint64_t bytes) {
-  if (marked_full()) return false;
+bool Tier::TryReserve(uint64_t bytes, bool ignore_full_mark) {
+  if (!ignore_full_mark && marked_full()) return false;
   uint64_t cur = used_.load(std::memory_order_relaxed);
   const uint64_t cap = capacity_bytes();
   do {

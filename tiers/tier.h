@@ -66,8 +66,8 @@ class Tier : public BlobAccount {
   uint64_t capacity_bytes() const { return config_.capacity_bytes; }
   uint64_t used_bytes() const { return used_.load(std::memory_order_relaxed); }
   // Atomically adds `bytes` if the tier stays within capacity and is not
-  // marked full.
-  bool TryReserve(uint64_t bytes);
+  // marked full (unless `ignore_full_mark`: a probe after a recent ENOSPC).
+  bool TryReserve(uint64_t bytes, bool ignore_full_mark = false);
   // The device reported ENOSPC: refuse reservations for `seconds`, so the
   // chain falls through to the next tier instead of failing again.
   void MarkFull(double seconds = 1.0);
