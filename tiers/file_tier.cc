@@ -1,5 +1,5 @@
-// FileTier: segment management, the slab write path, verified reads, and
-// space reclamation. See file_tier.h for the design.
+// FileTier: segment management, the slab and streamed write paths, verified
+// reads, and space reclamation. See file_tier.h for the design.
 #include "tiers/file_tier.h"
 
 #include <sys/stat.h>
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 
@@ -19,6 +20,16 @@ constexpr uint64_t kSlabBytes = 8ull << 20;
 constexpr uint64_t kPreallocateBytes = 64ull << 20;
 // Aligned slab buffers up to this size are kept per thread for reuse.
 constexpr uint64_t kCachedBufferLimit = 64ull << 20;
+// Streamed writes (objects larger than a slab, codec none): pieces of this
+// size, written by kPieceWriters threads at once, each with queue_depth /
+// kPieceWriters requests in flight (32 / 4 = 8 requests of 1 MiB by default:
+// one whole piece, fio's QD32 in total). Two spare buffers let the encoder
+// fill the next pieces while the others are on the disk.
+constexpr uint64_t kPieceBytes = 8ull << 20;
+constexpr size_t kPieceWriters = 4;
+constexpr size_t kPieceBuffers = kPieceWriters + 2;
+// Hole punches waiting for the punch thread, at most (see QueuePunch).
+constexpr size_t kMaxQueuedPunches = 4096;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
@@ -69,8 +80,79 @@ struct FileTier::Slab {
   size_t first = 0;
   size_t count = 0;
   uint64_t max_bytes = 0;
+  bool stream = false;  // one object, written piece by piece (WriteStreamed)
   Status status;
 };
+
+// The streamed writes' aligned buffers, made on first use and reused, so a
+// large object never faults in fresh pages, and so their number bounds the
+// memory and the I/O that streamed writes hold.
+class FileTier::PieceBuffers {
+ public:
+  ~PieceBuffers() {
+    for (std::byte* b : free_) std::free(b);
+  }
+  // Blocks while every buffer is in flight; null when memory runs out.
+  std::byte* Acquire() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return !free_.empty() || made_ < kPieceBuffers; });
+    if (!free_.empty()) {
+      std::byte* b = free_.back();
+      free_.pop_back();
+      return b;
+    }
+    std::byte* b = AllocAligned(kPieceBytes);
+    if (b != nullptr) ++made_;
+    return b;
+  }
+  void Release(std::byte* b) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      free_.push_back(b);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;  // guards free_, made_
+  std::condition_variable cv_;
+  std::vector<std::byte*> free_;
+  size_t made_ = 0;
+};
+
+namespace {
+
+// The pieces of one streamed record in flight: the writer waits for them all
+// before it writes the header or gives up.
+class PieceTracker {
+ public:
+  void Add() {
+    std::lock_guard<std::mutex> l(mu_);
+    ++inflight_;
+  }
+  void Done(Status st) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!st.ok() && first_.ok()) first_ = std::move(st);
+    if (--inflight_ == 0) cv_.notify_all();
+  }
+  bool failed() {
+    std::lock_guard<std::mutex> l(mu_);
+    return !first_.ok();
+  }
+  Status Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return inflight_ == 0; });
+    return first_;
+  }
+
+ private:
+  std::mutex mu_;  // guards inflight_, first_
+  std::condition_variable cv_;
+  int inflight_ = 0;
+  Status first_;
+};
+
+}  // namespace
 
 FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc)
     : Tier(std::move(config), index), io_(io), host_alloc_(host_alloc),
@@ -83,9 +165,18 @@ FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host
   // Four workers per stripe: slabs encode while others are written, and the
   // in-flight writes of all workers together reach the queue depth.
   pool_ = std::make_unique<WorkerPool>(std::max<size_t>(4, 4 * stripes_.size()));
+  pieces_ = std::make_unique<PieceBuffers>();
+  piece_pool_ = std::make_unique<WorkerPool>(kPieceWriters);
+  punch_pool_ = std::make_unique<WorkerPool>(1);
 }
 
-FileTier::~FileTier() { pool_.reset(); }
+FileTier::~FileTier() {
+  // Writers first (they feed the piece writers), then the punches queued by
+  // their cleanup; each pool finishes its queue before it stops.
+  pool_.reset();
+  piece_pool_.reset();
+  punch_pool_.reset();
+}
 
 Status FileTier::Open() {
   if (stripes_.empty()) return Status::InvalidArgument("file tier '" + name() + "' has no paths");
@@ -271,6 +362,71 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   return Status::OK();
 }
 
+Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
+                               std::vector<Location>& out) {
+  const ObjectView& obj = objects[slab.first];
+  RawRecordStream rec;
+  Status st = rec.Start(obj, sequence_.fetch_add(1, std::memory_order_relaxed));
+  if (!st.ok()) return st.WithContext("file tier '" + name() + "': encoding");
+  const uint64_t len = AlignUp(rec.size(), kIoAlign);
+  // The header block: the record's first kIoAlign bytes, written last.
+  AlignedBuffer head(AllocAligned(kIoAlign));
+  if (!head) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
+  std::memset(head.get(), 0, kIoAlign);
+  rec.Next(std::span<std::byte>(head.get(), std::min<uint64_t>(kIoAlign, rec.size())));
+
+  const uint32_t stripe = next_stripe_.fetch_add(1, std::memory_order_relaxed) % stripes_.size();
+  SegmentPtr seg;
+  uint64_t base = 0;
+  SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, 1, &seg, &base));
+  const uint32_t depth = std::max<uint32_t>(1, config().io.queue_depth / kPieceWriters);
+  const uint64_t block = config().io.block_bytes;
+  PieceTracker tracker;
+  for (uint64_t pos = kIoAlign; pos < len && !tracker.failed(); pos += kPieceBytes) {
+    const uint64_t n = std::min(kPieceBytes, len - pos);
+    std::byte* buf = pieces_->Acquire();  // waits while every buffer is on the disk
+    if (buf == nullptr) {
+      st = Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
+      break;
+    }
+    const uint64_t fill = std::min(n, rec.size() - rec.produced());
+    rec.Next(std::span<std::byte>(buf, fill));
+    std::memset(buf + fill, 0, n - fill);  // up to the aligned end
+    tracker.Add();
+    piece_pool_->Submit([this, &tracker, buf, n, block, depth, fd = seg->file.fd, at = base + pos] {
+      std::vector<IoRequest> reqs;
+      BuildRequests(fd, IoRequest::Op::kWrite, buf, at, n, block, &reqs);
+      Status ws = io_->SubmitAndWait(reqs, depth);
+      pieces_->Release(buf);
+      tracker.Done(std::move(ws));
+    });
+  }
+  Status written = tracker.Wait();
+  if (st.ok()) st = std::move(written);
+  if (st.ok()) {
+    // Every other byte is on disk: the header, sealed with its position,
+    // makes the record visible.
+    rec.FinishHeader(head.get(), RecordSeed(seg->id, base));
+    st = io_->Write(seg->file, base, head.get(), kIoAlign);
+  }
+  if (!st.ok()) {
+    // As in WriteSlab: nothing of a failed record may survive to a scan.
+    (void)io_->PunchHole(seg->file, base, len);
+    seg->live_records.fetch_sub(1);
+    MaybeDeleteSegment(stripe, seg);
+    return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
+  }
+  seg->dirty.store(true, std::memory_order_relaxed);
+  Location& loc = out[slab.first];
+  loc.stripe = stripe;
+  loc.segment = seg->id;
+  loc.offset = base;
+  loc.length = rec.size();
+  loc.stored_bytes = rec.size();
+  seg->live_bytes.fetch_add(rec.size(), std::memory_order_relaxed);
+  return Status::OK();
+}
+
 StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> objects) {
   std::vector<Location> locs(objects.size());
   // Group objects into slabs of about kSlabBytes (a large object gets its own).
@@ -285,21 +441,29 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
       cur = Slab();
       cur.first = i;
     }
-    if (cur.count == 0) cur.first = i;
+    if (cur.count == 0) {
+      cur.first = i;
+      // Larger than a slab: it is alone in its slab; stream it when its
+      // layout is known before encoding (no codec).
+      cur.stream = max > kSlabBytes && codec_->kind() == CodecKind::kNone;
+    }
     cur.count++;
     cur.max_bytes += max;
   }
   if (cur.count > 0) slabs.push_back(cur);
   for (auto& sl : slabs) sl.max_bytes = AlignUp(sl.max_bytes, kIoAlign);
 
+  auto write = [&](Slab& sl) {
+    sl.status = sl.stream ? WriteStreamed(sl, objects, locs) : WriteSlab(sl, objects, locs);
+  };
   if (slabs.size() == 1) {
-    slabs[0].status = WriteSlab(slabs[0], objects, locs);
+    write(slabs[0]);
   } else {
     TaskGroup group;
     group.Add(static_cast<int>(slabs.size()));
     for (auto& sl : slabs) {
       pool_->Submit([&, slab = &sl] {
-        slab->status = WriteSlab(*slab, objects, locs);
+        write(*slab);
         group.Done();
       });
     }
@@ -378,14 +542,37 @@ void FileTier::FreeImpl(Location& loc) {
   if (config().persistent) MarkErased(*seg, loc);
   // Punch the blocks only this record covers; neighbours share the edges.
   // Never the header's block(s): a persistent tier's erase mark lives there.
+  // The erase mark above is already written: the punch may run later.
   const uint64_t from = AlignUp(loc.offset + kRecordHeaderSize, kIoAlign);
   const uint64_t to = AlignDown(loc.offset + loc.length, kIoAlign);
-  if (to > from) (void)io_->PunchHole(seg->file, from, to - from);
+  if (to > from) QueuePunch(loc.stripe, seg, from, to - from);
   if (seg->live_records.fetch_sub(1) == 1) MaybeDeleteSegment(loc.stripe, seg);
   loc.length = 0;
 }
 
+// Punching a large record takes milliseconds (the filesystem frees its
+// extents), so it runs on punch_pool_'s thread, not the caller's. The task
+// holds the segment, so its file stays open; a segment deleted meanwhile is
+// skipped (its blocks go with the file).
+// Past kMaxQueuedPunches the caller punches itself, so frees faster than the
+// filesystem can punch cannot grow the queue (and the segments it holds open)
+// without bound.
+void FileTier::QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint64_t len) {
+  if (queued_punches_.fetch_add(1, std::memory_order_relaxed) >= kMaxQueuedPunches) {
+    queued_punches_.fetch_sub(1, std::memory_order_relaxed);
+    (void)io_->PunchHole(seg->file, offset, len);
+    return;
+  }
+  punch_pool_->Submit([this, stripe, seg = std::move(seg), offset, len] {
+    if (FindSegment(stripe, seg->id) == seg) (void)io_->PunchHole(seg->file, offset, len);
+    queued_punches_.fetch_sub(1, std::memory_order_relaxed);
+  });
+}
+
+void FileTier::DrainPunches() const { punch_pool_->WaitIdle(); }
+
 Status FileTier::SyncImpl() {
+  DrainPunches();  // a synced tier holds no freed blocks
   for (auto& s : stripes_) {
     std::vector<SegmentPtr> segs;
     {
@@ -415,6 +602,7 @@ size_t FileTier::segment_count() const {
 }
 
 uint64_t FileTier::allocated_bytes() const {
+  DrainPunches();
   uint64_t n = 0;
   for (auto& s : stripes_) {
     std::vector<SegmentPtr> segs;

@@ -4,7 +4,16 @@
 // Write path: a Store encodes its objects into 4 KiB-aligned slabs; slabs are
 // encoded and written by a worker pool so encoding one overlaps writing the
 // previous, with up to io.queue_depth requests of io.block_bytes in flight.
-// A Location is published only after its bytes are on disk.
+// An object too large for a slab (codec none) is streamed instead: its record
+// is copied into a few reused piece buffers and each piece is written as soon
+// as it is full, several in flight, so a 64 MiB object neither waits for its
+// whole encoding nor faults in a fresh 64 MiB buffer; its header block goes
+// last, once the payload checksum is known. A Location is published only
+// after its bytes are on disk.
+//
+// Freeing a record punches its blocks in the background (persistent tiers
+// write the erase mark first, on the caller's thread); Sync and
+// allocated_bytes() wait for the punches queued before them.
 //
 // Thread-safety: every method may be called concurrently. Each stripe has one
 // mutex guarding its segment table and append offset; no I/O runs under it
@@ -72,6 +81,7 @@ class FileTier : public Tier {
     uint32_t next_id = 1;
   };
   struct Slab;
+  class PieceBuffers;
 
   // Reserves `len` bytes for `records` records in a stripe's active segment.
   Status Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg, uint64_t* offset);
@@ -80,6 +90,12 @@ class FileTier : public Tier {
   void MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg);
   // Encodes and writes one slab; fills its locations.
   Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
+  // Writes a slab's single large object piece by piece (codec none).
+  Status WriteStreamed(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
+  // Frees [offset, offset + len) of `seg` on the punch worker.
+  void QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint64_t len);
+  // Waits for the punches queued so far.
+  void DrainPunches() const;
   std::string Where(const Location& loc) const;
   Status CheckDirectory(const std::string& dir) const;
   // Persistent tiers: flags the record erased on disk so recovery skips it.
@@ -91,7 +107,11 @@ class FileTier : public Tier {
   std::vector<std::unique_ptr<Stripe>> stripes_;
   std::atomic<uint32_t> next_stripe_{0};
   std::atomic<uint64_t> sequence_{1};
-  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<WorkerPool> pool_;        // slab writes (they may wait on piece_pool_)
+  std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
+  std::unique_ptr<WorkerPool> piece_pool_;  // writes one streamed piece each; never waits on a task
+  std::unique_ptr<WorkerPool> punch_pool_;  // one thread: hole punching off the caller's path
+  std::atomic<size_t> queued_punches_{0};
   bool direct_io_ = true;
   std::once_flag buffered_warning_;
 };

@@ -401,6 +401,75 @@ StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const
   return size;
 }
 
+Status RawRecordStream::Start(const ObjectView& object, uint64_t sequence) {
+  raw_ = object.raw_size();
+  if (object.key.size() > kMaxKeyLen) {
+    return Status::InvalidArgument("key of " + std::to_string(object.key.size()) +
+                                   " bytes exceeds the " + std::to_string(kMaxKeyLen) + " limit");
+  }
+  if (object.buffers.size() > kMaxBuffers || raw_ > kMaxObjectBytes) {
+    return Status::InvalidArgument("object of " + std::to_string(object.buffers.size()) +
+                                   " buffers and " + std::to_string(raw_) +
+                                   " bytes exceeds the record limits");
+  }
+  buffers_ = object.buffers;
+  sequence_ = sequence;
+  key_len_ = static_cast<uint32_t>(object.key.size());
+  prefix_.assign(kRecordHeaderSize + object.key.size() + 8 * object.buffers.size(), std::byte{0});
+  std::byte* p = prefix_.data() + kRecordHeaderSize;
+  if (!object.key.empty()) std::memcpy(p, object.key.data(), object.key.size());
+  p += object.key.size();
+  for (const auto& b : object.buffers) {
+    PutLE<uint64_t>(p, b.size());
+    p += 8;
+  }
+  size_ = RoundUp(prefix_.size() + raw_);
+  sum_ = std::make_unique<Checksum64Stream>();
+  pos_ = 0, buf_ = 0, buf_off_ = 0;
+  return Status::OK();
+}
+
+void RawRecordStream::Next(std::span<std::byte> dst) {
+  std::byte* out = dst.data();
+  uint64_t n = std::min<uint64_t>(dst.size(), size_ - pos_);
+  if (pos_ < prefix_.size() && n > 0) {
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, prefix_.size() - pos_));
+    std::memcpy(out, prefix_.data() + pos_, k);
+    // The checksum starts after the header.
+    const uint64_t from = std::max<uint64_t>(pos_, kRecordHeaderSize);
+    if (pos_ + k > from) sum_->Update(prefix_.data() + from, pos_ + k - from);
+    pos_ += k, out += k, n -= k;
+  }
+  const uint64_t payload_end = prefix_.size() + raw_;
+  while (n > 0 && pos_ < payload_end) {
+    while (buf_off_ == buffers_[buf_].size()) ++buf_, buf_off_ = 0;  // skips empty buffers
+    const std::span<const std::byte>& b = buffers_[buf_];
+    const size_t k = static_cast<size_t>(std::min<uint64_t>({n, b.size() - buf_off_, kCopyBlockBytes}));
+    std::memcpy(out, b.data() + buf_off_, k);
+    sum_->Update(out, k);  // still in cache
+    buf_off_ += k, pos_ += k, out += k, n -= k;
+  }
+  if (n > 0) {  // padding
+    std::memset(out, 0, n);
+    pos_ += n;
+  }
+}
+
+void RawRecordStream::FinishHeader(std::byte* header, uint64_t seed) const {
+  RecordHeader h{};
+  h.magic = kRecordMagic;
+  h.version = kRecordVersion;
+  h.codec = static_cast<uint8_t>(CodecKind::kNone);
+  h.key_len = key_len_;
+  h.num_buffers = static_cast<uint32_t>(buffers_.size());
+  h.raw_size = raw_;
+  h.stored_size = raw_;
+  h.sequence = sequence_;
+  h.payload_checksum = sum_->Digest();
+  WriteHeader(h, header);
+  ResealRecordHeader(header, seed);
+}
+
 StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data, uint64_t seed) {
   if (data.size() < kRecordHeaderSize) {
     return Status::Corruption("truncated record header: " + std::to_string(data.size()) +

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,6 +108,40 @@ StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const
 // Rewrites the header checksum of an encoded header (kRecordHeaderSize bytes)
 // with `seed`, e.g. once the record's place in a segment is known.
 void ResealRecordHeader(std::byte* header, uint64_t seed);
+
+// Produces the record EncodeRecord would make with codec none, a piece at a
+// time, so a writer can stream a large object to disk through a few bounded
+// buffers instead of staging the whole record: without a codec the layout
+// follows from the object alone. The payload is hashed right after each copy,
+// while it is still in cache. The header holds the checksum of everything
+// after it, so it is known only at the end: Next() writes zeros in its place
+// and FinishHeader() writes it once every byte has been produced.
+//
+// REQUIRES: the object's buffers stay alive and unchanged until FinishHeader.
+class RawRecordStream {
+ public:
+  // InvalidArgument, as EncodeRecord, for an object over the record limits.
+  Status Start(const ObjectView& object, uint64_t sequence);
+  // Record length, padded (what EncodeRecord returns).
+  uint64_t size() const { return size_; }
+  // Bytes produced so far.
+  uint64_t produced() const { return pos_; }
+  // Writes the next dst.size() bytes of the record (at most size() -
+  // produced()); pieces come in order.
+  void Next(std::span<std::byte> dst);
+  // After all size() bytes were produced: writes the final header
+  // (kRecordHeaderSize bytes) over the zeros, sealed with `seed` (RecordSeed).
+  void FinishHeader(std::byte* header, uint64_t seed) const;
+
+ private:
+  std::span<const std::span<const std::byte>> buffers_;
+  std::vector<std::byte> prefix_;  // header zeros, key, buffer sizes
+  std::unique_ptr<Checksum64Stream> sum_;
+  uint64_t raw_ = 0, sequence_ = 0, size_ = 0, pos_ = 0;
+  size_t buf_ = 0;      // the buffer the payload cursor is in
+  uint64_t buf_off_ = 0;  // offset within it
+  uint32_t key_len_ = 0;
+};
 
 // Parsed view of a record's header and tables (points into the input bytes).
 struct RecordInfo {

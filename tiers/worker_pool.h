@@ -1,5 +1,6 @@
 // WorkerPool: a fixed set of threads running queued tasks. Used where work
-// must overlap (encoding one slab while the previous one is being written).
+// must overlap (encoding one slab while the previous one is being written)
+// and for work taken off a caller's path (hole punching).
 #pragma once
 
 #include <condition_variable>
@@ -36,6 +37,12 @@ class WorkerPool {
     }
     cv_.notify_one();
   }
+  // Blocks until every task submitted before the call has finished (and any
+  // submitted meanwhile: callers that need a barrier stop submitting first).
+  void WaitIdle() {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_cv_.wait(l, [this] { return tasks_.empty() && running_ == 0; });
+  }
 
  private:
   void Loop() {
@@ -47,14 +54,22 @@ class WorkerPool {
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        ++running_;
       }
       task();
+      task = nullptr;  // captures die before WaitIdle returns
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (--running_ == 0 && tasks_.empty()) idle_cv_.notify_all();
+      }
     }
   }
 
-  std::mutex mu_;  // guards tasks_, stop_
+  std::mutex mu_;  // guards tasks_, running_, stop_
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;  // signalled when the pool goes idle
   std::deque<std::function<void()>> tasks_;
+  size_t running_ = 0;  // tasks taken off the queue and not yet finished
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
