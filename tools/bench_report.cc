@@ -1,0 +1,270 @@
+// `spillway bench` output: the terminal table, the markdown report, the JSON
+// document and the gnuplot PNG. Nothing here measures anything.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tools/bench_common.h"
+
+namespace spillway::cli::bench {
+namespace {
+
+const char* SectionTitle(int s) {
+  switch (s) {
+    case 1: return "1. host -> file spilling and reading back (vs fio on the same directory)";
+    case 2: return "2. codecs (vs the zstd / lz4 command-line benchmarks on the same bytes)";
+    case 3: return "3. small objects in the host tier";
+    case 4: return "4. scaling with object count and bytes";
+    case 5: return "5. Dask-style peer (zict.File: one pickled file per key)";
+    case 6: return "6. GPU";
+  }
+  return "?";
+}
+
+std::string Num(double v, int decimals) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+std::string FormatValue(double v, const std::string& unit) {
+  if (std::isnan(v)) return "n/a";
+  if (unit.rfind("ops/s", 0) == 0) {
+    if (v >= 1e6) return Num(v / 1e6, 2) + " M " + unit;
+    return Num(v / 1e3, 0) + " K " + unit;
+  }
+  if (unit == "GB/s") return Num(v, 2) + " GB/s";
+  if (unit == "MB/s") return Num(v, 0) + " MB/s";
+  if (unit == "%") return Num(v, 1) + " %";
+  if (unit == "B/object") return Num(v, 0) + " B/object";
+  if (unit.empty()) return Num(v, 2);
+  return Num(v, 2) + " " + unit;
+}
+
+std::string FormatRatio(double r) { return std::isnan(r) ? "" : Num(r, 2) + "x"; }
+
+std::string FormatReference(const Row& r) {
+  if (r.reference.empty()) return "";
+  return r.reference + " " + FormatValue(r.ref_value, r.unit);
+}
+
+std::string Verdict(const Row& r) {
+  std::string v = r.Verdict();
+  if (v == "MISSED") {
+    const double x = r.Compared();
+    if (!std::isnan(x) && r.target != 0) {
+      const double by = r.better == Better::kHigher ? (1 - x / r.target) * 100 : (x / r.target - 1) * 100;
+      v += " by " + Num(by, 0) + "%";
+    }
+  }
+  return v;
+}
+
+std::string Pad(const std::string& s, size_t n) {
+  // Width in characters, not bytes: the strings here are ASCII.
+  return s.size() >= n ? s : s + std::string(n - s.size(), ' ');
+}
+
+std::string Escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|') o += "\\|";
+    else o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string FormatTable(const Report& rep) {
+  std::ostringstream os;
+  os << "spillway bench: " << rep.machine << " " << rep.date << (rep.quick ? " (quick)" : "")
+     << ", medians of repetitions; ratio = spillway / reference measured in the same run\n"
+     << "load average at start " << rep.details.value("loadavg_start", std::string()) << ", at end "
+     << rep.details.value("loadavg_end", std::string()) << "\n";
+  int section = 0;
+  int met = 0, missed = 0, unmeasured = 0;
+  for (const Row& r : rep.rows) {
+    if (r.section != section) {
+      section = r.section;
+      os << "\n" << SectionTitle(section) << "\n";
+      os << "  " << Pad("figure", 92) << Pad("value", 20) << Pad("reference", 38) << Pad("ratio", 8)
+         << Pad("target", 32) << "verdict\n";
+    }
+    os << "  " << Pad(r.figure, 92) << Pad(FormatValue(r.value, r.unit), 20) << Pad(FormatReference(r), 38)
+       << Pad(FormatRatio(r.ratio), 8) << Pad(r.target_text, 32) << Verdict(r) << "\n";
+    if (!r.note.empty() && (std::isnan(r.value) || r.skipped)) os << "      (" << r.note << ")\n";
+    const std::string v = r.Verdict();
+    met += v == "MET";
+    missed += v == "MISSED";
+    unmeasured += v == "NOT MEASURED";
+  }
+  os << "\ntargets: " << met << " met, " << missed << " missed";
+  if (unmeasured) os << ", " << unmeasured << " not measured";
+  os << "\n";
+  return os.str();
+}
+
+std::string FormatMarkdown(const Report& rep) {
+  std::ostringstream os;
+  os << "# spillway bench: " << rep.machine << ", " << rep.date << (rep.quick ? " (quick)" : "") << "\n\n";
+  os << "Produced by `" << rep.command << "` (started " << rep.started_at << "). Every ratio compares "
+     << "spillway with a reference measured **in the same run**, interleaved repetition by repetition; figures "
+     << "are medians over the repetitions (per-repetition values are in the JSON file). GB/s = 1e9 bytes/s, "
+     << "MB/s = 1e6 bytes/s.\n\n";
+  os << "- machine: " << rep.details.value("machine_description", std::string()) << "\n";
+  if (rep.details.contains("source_revision")) {
+    os << "- source: `" << rep.details.value("source_revision", std::string())
+       << "` (git describe; -dirty: uncommitted changes in the tree)\n";
+  }
+  os << "- scratch directory: " << rep.details.value("scratch", std::string()) << " ("
+     << rep.details.value("scratch_fs", std::string()) << ")\n";
+  os << "- repetitions: " << rep.details.value("reps", 0) << "; wall time of the run: "
+     << Num(rep.details.value("seconds", 0.0), 0) << " s, CPU time used (with child processes): "
+     << Num(rep.details.value("cpu_seconds", 0.0), 0) << " s\n";
+  os << "- load average (1, 5, 15 min) at the start: " << rep.details.value("loadavg_start", std::string())
+     << ", at the end: " << rep.details.value("loadavg_end", std::string())
+     << ". Other work shared the machine: absolute figures are lower than on an idle machine; the ratios "
+     << "compare figures taken under the same load.\n\n";
+
+  int met = 0, missed = 0;
+  for (const Row& r : rep.rows) {
+    met += r.Verdict() == "MET";
+    missed += r.Verdict() == "MISSED";
+  }
+  os << "**Targets: " << met << " met, " << missed << " missed.**\n\n";
+  if (!rep.details.value("png", std::string()).empty()) {
+    os << "![plots](" << rep.details.value("png", std::string()) << ")\n\n";
+  }
+  int section = 0;
+  for (const Row& r : rep.rows) {
+    if (r.section != section) {
+      section = r.section;
+      os << "\n## " << SectionTitle(section) << "\n\n";
+      os << "| figure | value | reference | ratio | target | verdict |\n| --- | --- | --- | --- | --- | --- |\n";
+    }
+    std::string verdict = Verdict(r);
+    if (verdict.rfind("MISSED", 0) == 0) verdict = "**" + verdict + "**";
+    std::string value = FormatValue(r.value, r.unit);
+    if (!r.note.empty() && (std::isnan(r.value) || r.skipped)) value += " (" + r.note + ")";
+    os << "| " << Escape(r.figure) << " | " << Escape(value) << " | " << Escape(FormatReference(r)) << " | "
+       << FormatRatio(r.ratio) << " | " << Escape(r.target_text) << " | " << verdict << " |\n";
+    if (r.section == 6 && rep.details.contains("gpu_targets_markdown")) {
+      os << "\nGPU targets as reported in " << rep.details.value("gpu_reference", std::string())
+         << " (H200 machine, not measured in this run):\n\n"
+         << rep.details.value("gpu_targets_markdown", std::string()) << "\n";
+    }
+  }
+  os << "\n## How each figure is measured\n\n";
+  for (const std::string& n : rep.notes) os << "- " << n << "\n";
+  os << "\n## Reproduce\n\n```\n" << rep.command << "\n```\n";
+  return os.str();
+}
+
+nlohmann::json ToJson(const Report& rep) {
+  nlohmann::json j;
+  j["machine"] = rep.machine;
+  j["date"] = rep.date;
+  j["started_at"] = rep.started_at;
+  j["command"] = rep.command;
+  j["quick"] = rep.quick;
+  auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& r : rep.rows) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (double s : r.samples) samples.push_back(num(s));
+    rows.push_back({{"id", r.id}, {"section", r.section}, {"figure", r.figure}, {"value", num(r.value)},
+                    {"unit", r.unit}, {"reference", r.reference}, {"reference_value", num(r.ref_value)},
+                    {"ratio", num(r.ratio)}, {"target", num(r.target)},
+                    {"better", r.better == Better::kHigher ? "higher" : "lower"}, {"target_text", r.target_text},
+                    {"verdict", r.Verdict()}, {"note", r.note}, {"samples", samples}, {"skipped", r.skipped}});
+  }
+  j["rows"] = rows;
+  nlohmann::json series = nlohmann::json::array();
+  for (const Series& s : rep.series) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (auto [x, y] : s.points) pts.push_back({num(x), num(y)});
+    series.push_back({{"plot", s.plot}, {"name", s.name}, {"points", pts}});
+  }
+  j["series"] = series;
+  j["notes"] = rep.notes;
+  j["details"] = rep.details;
+  return j;
+}
+
+std::string DrawPlots(const Report& rep, const std::string& png_path) {
+  if (!HaveProgram("gnuplot")) return "gnuplot is not installed: no plots drawn";
+  struct Panel {
+    std::string plot, title, xlabel, ylabel, setup;
+  };
+  const std::vector<Panel> panels = {
+      {"spill", "host <-> file vs fio", "object size (bytes)", "GB/s", "set logscale x 2; set format x '%.0b%B'"},
+      {"peer", "spill vs zict.File peer", "object size (bytes)", "GB/s",
+       "set logscale x 2; set logscale y; set format x '%.0b%B'"},
+      {"codec_c", "compress, 1 MiB chunks", "data set", "MB/s",
+       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.3:2.3]"},
+      {"codec_d", "decompress, 1 MiB chunks", "data set", "MB/s",
+       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.3:2.3]"},
+      {"incompressible", "codec cost on random data", "object size (bytes)", "% over none",
+       "set logscale x 2; set format x '%.0b%B'; set yrange [0:*]"},
+      {"small", "small objects, host tier", "object size (bytes)", "ops/s", "set logscale x 2; set logscale y"},
+      {"scaling_count", "time vs objects spilled", "objects", "seconds", "set logscale xy"},
+      {"scaling_bytes", "time vs bytes spilled", "bytes", "seconds", "set logscale xy; set format x '%.0b%B'"},
+  };
+  std::ostringstream gp;
+  gp << "set terminal pngcairo size 1800,1500 font ',9' noenhanced\n";
+  gp << "set output '" << png_path << "'\n";
+  int idx = 0;
+  std::map<std::pair<std::string, std::string>, std::string> block;
+  for (const Series& s : rep.series) {
+    const std::string name = "$d" + std::to_string(idx++);
+    gp << name << " << EOD\n";
+    for (auto [x, y] : s.points) {
+      if (!std::isnan(x) && !std::isnan(y) && y > 0) gp << x << " " << y << "\n";
+    }
+    gp << "EOD\n";
+    block[{s.plot, s.name}] = name;
+  }
+  gp << "set multiplot layout 3,3 title 'spillway bench: " << rep.machine << " " << rep.date
+     << (rep.quick ? " (quick)" : "") << "'\n";
+  gp << "set key top left font ',8'\nset grid\n";
+  for (const Panel& p : panels) {
+    gp << "reset\nset grid\nset key top left font ',8'\n";
+    gp << "set title '" << p.title << "'\nset xlabel '" << p.xlabel << "'\nset ylabel '" << p.ylabel << "'\n"
+       << p.setup << "\n";
+    std::vector<std::string> plots;
+    for (const Series& s : rep.series) {
+      if (s.plot != p.plot) continue;
+      bool any = false;
+      for (auto [x, y] : s.points) any |= !std::isnan(x) && !std::isnan(y) && y > 0;
+      if (!any) continue;
+      plots.push_back(block[{s.plot, s.name}] + " using 1:2 with linespoints title '" + s.name + "'");
+    }
+    if (plots.empty()) {
+      gp << "unset logscale\nset label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
+      continue;
+    }
+    gp << "plot ";
+    for (size_t i = 0; i < plots.size(); ++i) gp << (i ? ", " : "") << plots[i];
+    gp << "\n";
+  }
+  gp << "unset multiplot\n";
+  char tmpl[] = "/tmp/spillway-bench-XXXXXX.gp";
+  const int fd = ::mkstemps(tmpl, 3);
+  if (fd < 0) return "cannot create a gnuplot script in /tmp";
+  const std::string script = gp.str();
+  const bool wrote = ::write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  ::close(fd);
+  if (!wrote) return "cannot write the gnuplot script";
+  int rc = 0;
+  const std::string out = RunCapture("gnuplot " + ShellQuote(tmpl), &rc);
+  ::unlink(tmpl);
+  if (rc != 0) return "gnuplot failed: " + out.substr(0, 300);
+  return "";
+}
+
+}  // namespace spillway::cli::bench

@@ -1,0 +1,637 @@
+// `spillway bench` section 1 (host -> file spilling and reading back, against
+// fio on the same directory) and section 5 (the same objects spilled by the
+// Dask-style peer, bench/zict_peer.py). The two are interleaved: each
+// repetition runs the fio references, then for every object size spillway's
+// spill and read-back and the peer, so every ratio compares figures taken
+// minutes apart at most on a noisy machine.
+//
+// Spill throughput = raw bytes the engine demoted host -> file (the boundary
+// counter in Stats) / wall time from the first Put to the return of Flush
+// (which waits for the mover and fdatasyncs the segments). Read-back
+// throughput = raw bytes of the objects served from the file tier / wall time
+// of 4 reader threads Getting them (promote_on_read off), every object
+// compared byte for byte with its source.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/engine.h"
+#include "codecs/codec.h"
+#include "engine/stats_export.h"
+#include "tiers/file_tier.h"
+#include "tiers/io/file_io.h"
+#include "tools/bench_common.h"
+
+namespace spillway::cli::bench {
+namespace {
+
+constexpr int kReaders = 4;
+
+struct FioResult {
+  double bytes_per_s = kNaN;
+  std::string error;
+};
+
+// fio's JSON output: jobs[0].{read,write}.bw_bytes.
+FioResult RunFio(const std::string& file, const std::string& rw, const std::string& engine,
+                 uint64_t size) {
+  FioResult r;
+  const std::string cmd = "fio --name=w --rw=" + rw + " --bs=1M --iodepth=32 --ioengine=" + engine +
+                          " --direct=1 --size=" + std::to_string(size) +
+                          " --filename=" + ShellQuote(file) + " --output-format=json";
+  int rc = 0;
+  const std::string out = RunCapture(cmd, &rc);
+  const size_t brace = out.find("\n{") != std::string::npos ? out.find("\n{") + 1 : out.find('{');
+  if (rc != 0 || brace == std::string::npos) {
+    r.error = "fio " + engine + " " + rw + " failed (exit " + std::to_string(rc) + "): " +
+              out.substr(0, 200);
+    return r;
+  }
+  try {
+    auto j = nlohmann::json::parse(out.substr(brace));
+    const auto& job = j.at("jobs").at(0);
+    const auto& side = job.at(rw == "read" ? "read" : "write");
+    r.bytes_per_s = side.at("bw_bytes").get<double>();
+    if (job.value("error", 0) != 0) r.error = "fio reported error " + std::to_string(job.value("error", 0));
+  } catch (const std::exception& e) {
+    r.error = std::string("cannot parse fio output: ") + e.what();
+  }
+  return r;
+}
+
+std::string SpillKey(uint64_t i) {
+  char k[32];
+  std::snprintf(k, sizeof(k), "spill/%010llu", static_cast<unsigned long long>(i));
+  return k;
+}
+
+const BoundaryStats* Down(const EngineStats& s, const std::string& from, const std::string& to) {
+  for (const BoundaryStats& b : s.boundaries) {
+    if (b.down && b.from == from && b.to == to) return &b;
+  }
+  return nullptr;
+}
+
+const TierStats* TierNamed(const EngineStats& s, const std::string& name) {
+  for (const TierStats& t : s.tiers) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// Forwards to the real FileIo, timing what the file tier asks of the OS, so
+// the report can say where a spill's time went. With skip_punch set, hole
+// punching is not forwarded: closing an engine frees every record, and the
+// segment files are deleted right after anyway (see the report's notes on
+// PunchHole for why that matters).
+class TimedFileIo : public FileIoWrapper {
+ public:
+  explicit TimedFileIo(FileIo* target) : FileIoWrapper(target) {}
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    const double t = Now();
+    Status st = target()->SubmitAndWait(r, qd);
+    const uint64_t ns = static_cast<uint64_t>((Now() - t) * 1e9);
+    const bool write = !r.empty() && r[0].op == IoRequest::Op::kWrite;
+    (write ? write_ns : read_ns).fetch_add(ns, std::memory_order_relaxed);
+    (write ? write_batches : read_batches).fetch_add(1, std::memory_order_relaxed);
+    uint64_t bytes = 0;
+    for (const IoRequest& q : r) bytes += q.len;
+    (write ? write_bytes : read_bytes).fetch_add(bytes, std::memory_order_relaxed);
+    return st;
+  }
+  Status PunchHole(const FileHandle& f, uint64_t o, uint64_t l) override {
+    if (skip_punch.load(std::memory_order_relaxed)) return Status::OK();
+    const double t = Now();
+    Status st = target()->PunchHole(f, o, l);
+    punch_ns.fetch_add(static_cast<uint64_t>((Now() - t) * 1e9), std::memory_order_relaxed);
+    punches.fetch_add(1, std::memory_order_relaxed);
+    return st;
+  }
+  Status Allocate(const FileHandle& f, uint64_t o, uint64_t l) override {
+    const double t = Now();
+    Status st = target()->Allocate(f, o, l);
+    allocate_ns.fetch_add(static_cast<uint64_t>((Now() - t) * 1e9), std::memory_order_relaxed);
+    return st;
+  }
+  Status Sync(const FileHandle& f) override {
+    const double t = Now();
+    Status st = target()->Sync(f);
+    sync_ns.fetch_add(static_cast<uint64_t>((Now() - t) * 1e9), std::memory_order_relaxed);
+    return st;
+  }
+
+  std::atomic<bool> skip_punch{false};
+  std::atomic<uint64_t> write_ns{0}, read_ns{0}, write_batches{0}, read_batches{0}, write_bytes{0}, read_bytes{0};
+  std::atomic<uint64_t> punch_ns{0}, punches{0}, allocate_ns{0}, sync_ns{0};
+};
+
+}  // namespace
+
+SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t size, uint64_t count,
+                      uint64_t host_bytes, uint64_t read_bytes) {
+  SpillRun r;
+  const uint64_t file_bytes = count * (size + 8 * kKiB) + kGiB;
+  const Config config = SpillChain(dir, host_bytes, file_bytes);
+  std::unique_ptr<FileIo> base = MakeFileIo(config.tiers[1].io.engine);
+  TimedFileIo io(base.get());
+  r.io_engine = base->name();
+  EngineOptions eo;
+  eo.file_io = &io;
+  auto opened = Engine::Open(config, eo);
+  if (!opened.ok()) {
+    r.error = opened.status().ToString();
+    return r;
+  }
+  std::unique_ptr<Engine> engine = std::move(*opened);
+  auto close = [&] {
+    io.skip_punch = true;
+    const double tc = Now();
+    engine.reset();
+    r.close_s = Now() - tc;
+  };
+  const double t0 = Now();
+  for (uint64_t i = 0; i < count; ++i) {
+    Status st = engine->Put(SpillKey(i), pool.Slice(i, size));
+    if (!st.ok()) {
+      r.error = "put " + SpillKey(i) + ": " + st.ToString();
+      close();
+      return r;
+    }
+  }
+  const double t1 = Now();
+  Status st = engine->Flush();
+  const double t2 = Now();
+  if (!st.ok()) {
+    r.error = "flush: " + st.ToString();
+    close();
+    return r;
+  }
+  r.put_s = t1 - t0;
+  r.flush_s = t2 - t1;
+  r.wall_s = t2 - t0;
+  r.io_write_s = io.write_ns.load() / 1e9;
+  r.io_write_batches = io.write_batches.load();
+  r.io_written_bytes = io.write_bytes.load();
+  r.io_allocate_s = io.allocate_ns.load() / 1e9;
+  r.io_sync_s = io.sync_ns.load() / 1e9;
+  EngineStats stats = engine->Stats();
+  if (const BoundaryStats* b = Down(stats, "host", "file")) {
+    r.demoted_bytes = b->bytes;
+    r.demoted_objects = b->objects;
+  }
+  const TierStats* ft = TierNamed(stats, "file");
+  r.file_bytes = ft ? ft->raw_bytes_written : 0;
+  r.file_objects = ft ? ft->objects : 0;
+  r.sync_demotions = stats.sync_demotions;
+  r.write_bps = r.wall_s > 0 ? r.file_bytes / r.wall_s : kNaN;
+  const uint64_t hits_before = ft ? ft->hits : 0;
+  if (read_bytes == 0) {
+    close();
+    return r;
+  }
+
+  // The oldest objects are read back, up to `read_bytes`: the LRU demoted
+  // them first, so all of them are in the file tier (checked below).
+  const uint64_t n = std::min<uint64_t>(r.file_objects, std::max<uint64_t>(1, read_bytes / size));
+  std::atomic<uint64_t> bad{0};
+  std::atomic<bool> failed{false};
+  std::string first_error;
+  std::mutex mu;
+  const double t3 = Now();
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      const uint64_t begin = n * t / kReaders, end = n * (t + 1) / kReaders;
+      for (uint64_t i = begin; i < end && !failed.load(std::memory_order_relaxed); ++i) {
+        auto h = engine->Get(SpillKey(i));
+        if (!h.ok()) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          if (first_error.empty()) first_error = "get " + SpillKey(i) + ": " + h.status().ToString();
+          return;
+        }
+        const auto want = pool.Slice(i, size);
+        if (h->size() != size || h->num_buffers() != 1 ||
+            std::memcmp(h->buffer(0).data(), want.data(), size) != 0) {
+          bad.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+  for (auto& th : readers) th.join();
+  r.read_s = Now() - t3;
+  if (failed) {
+    r.error = first_error;
+    close();
+    return r;
+  }
+  r.bad = bad.load();
+  stats = engine->Stats();
+  ft = TierNamed(stats, "file");
+  r.file_hits = (ft ? ft->hits : 0) - hits_before;
+  r.read_objects = n;
+  r.read_bps = r.read_s > 0 ? static_cast<double>(r.file_hits) * size / r.read_s : kNaN;
+  r.io_read_s = io.read_ns.load() / 1e9;
+  if (r.bad) r.error = std::to_string(r.bad) + " objects read back wrong";
+  if (r.file_hits != n) {
+    r.error += (r.error.empty() ? "" : "; ") + std::to_string(r.file_hits) + " of " + std::to_string(n) +
+               " reads came from the file tier";
+  }
+
+  // Erase a sample of spilled objects: the cost of freeing a record.
+  const uint64_t erase_n = std::min<uint64_t>(r.file_objects, 64);
+  std::vector<double> lat;
+  const uint64_t punches0 = io.punches.load(), punch_ns0 = io.punch_ns.load();
+  for (uint64_t i = 0; i < erase_n; ++i) {
+    const double te = Now();
+    Status es = engine->Erase(SpillKey(i));
+    lat.push_back((Now() - te) * 1e6);
+    if (!es.ok() && r.error.empty()) r.error = "erase " + SpillKey(i) + ": " + es.ToString();
+  }
+  r.erase_p50_us = Median(lat);
+  r.erase_punches = io.punches.load() - punches0;
+  r.erase_punch_s = (io.punch_ns.load() - punch_ns0) / 1e9;
+  close();
+  return r;
+}
+
+namespace {
+
+// The file tier alone: FileTier::Store of `count` host objects of `size`
+// bytes in batches of `batch_bytes` (the mover's pass is at most 64 MiB), no
+// engine, no mover. Separates what the tier's write path reaches from what
+// the engine's demotion pipeline around it costs. Returns bytes/s.
+double FileTierStoreAlone(const std::string& dir, const DataPool& pool, uint64_t size, uint64_t count,
+                          uint64_t batch_bytes, std::string* error) {
+  Config c = SpillChain(dir, 64 * kMiB, count * (size + 8 * kKiB) + kGiB);
+  std::unique_ptr<FileIo> base = MakeFileIo(c.tiers[1].io.engine);
+  TimedFileIo io(base.get());
+  FileTier tier(c.tiers[1], 1, &io, nullptr);
+  Status st = tier.Open();
+  if (!st.ok()) {
+    *error = st.ToString();
+    return kNaN;
+  }
+  std::vector<std::string> keys(count);
+  std::vector<std::span<const std::byte>> bufs(count);
+  std::vector<ObjectView> views(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    keys[i] = SpillKey(i);
+    bufs[i] = pool.Slice(i, size);
+    views[i] = ObjectView{keys[i], std::span<const std::span<const std::byte>>(&bufs[i], 1)};
+  }
+  std::vector<Location> locs;
+  const uint64_t per_batch = std::max<uint64_t>(1, batch_bytes / size);
+  const double t0 = Now();
+  for (uint64_t i = 0; i < count && error->empty(); i += per_batch) {
+    auto batch = std::span<const ObjectView>(views).subspan(i, std::min(per_batch, count - i));
+    for (const ObjectView& v : batch) tier.ForceReserve(tier.ReserveEstimate(v));
+    auto l = tier.Store(batch);
+    if (!l.ok()) *error = l.status().ToString();
+    else locs.insert(locs.end(), l->begin(), l->end());
+  }
+  st = tier.Sync();
+  const double secs = Now() - t0;
+  if (!st.ok() && error->empty()) *error = st.ToString();
+  io.skip_punch = true;
+  for (Location& l : locs) tier.Free(l);
+  return error->empty() && secs > 0 ? count * size / secs : kNaN;
+}
+
+// What the same building blocks reach when slabs are pipelined: writer
+// threads each encode a 4 MiB slab of records (EncodeRecord, codec none, as
+// FileTier::WriteSlab does) and submit it, so that while one slab is being
+// encoded the others are on the disk and up to 32 1 MiB requests stay in
+// flight (never more: 4 per writer); space is preallocated in 64 MiB steps
+// as the tier does. Evidence
+// for the proposed fix of the tier's write path; not a spillway figure.
+double PipelinedWriterAlone(const std::string& dir, const DataPool& pool, uint64_t size, uint64_t count,
+                            std::string* error) {
+  constexpr int kWriters = 8;
+  constexpr uint64_t kSlab = 4 * kMiB, kPrealloc = 64 * kMiB;
+  std::filesystem::create_directories(dir);
+  std::unique_ptr<FileIo> io = MakeFileIo(IoEngine::kAuto);
+  OpenOptions oo;
+  oo.create = true;
+  oo.write = true;
+  auto f = io->Open(dir + "/pipelined.dat", oo);
+  if (!f.ok()) {
+    *error = f.status().ToString();
+    return kNaN;
+  }
+  auto codec = MakeCodec(CodecConfig{});
+  const CodecConfig cc;
+  const uint64_t rec_max = MaxRecordSize(16, 1, size, *codec, cc);
+  const uint64_t per_slab = std::max<uint64_t>(1, kSlab / rec_max);
+  std::atomic<uint64_t> next{0}, seq{1};
+  std::mutex mu;  // guards end and allocated
+  uint64_t end = 0, allocated = 0;
+  std::string first_error;
+  const double t0 = Now();
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w) {
+    ts.emplace_back([&] {
+      const uint64_t cap = (per_slab * rec_max + kIoAlign - 1) / kIoAlign * kIoAlign;
+      std::byte* buf = static_cast<std::byte*>(std::aligned_alloc(kIoAlign, cap));
+      std::vector<IoRequest> reqs;
+      for (;;) {
+        const uint64_t first = next.fetch_add(per_slab);
+        if (first >= count) break;
+        const uint64_t n = std::min(per_slab, count - first);
+        uint64_t off = 0;
+        for (uint64_t i = first; i < first + n; ++i) {
+          const std::string key = SpillKey(i);
+          std::span<const std::byte> b[1] = {pool.Slice(i, size)};
+          auto len = EncodeRecord(ObjectView{key, b}, seq.fetch_add(1), *codec, cc,
+                                  std::span<std::byte>(buf + off, cap - off));
+          if (!len.ok()) {
+            std::lock_guard<std::mutex> l(mu);
+            if (first_error.empty()) first_error = len.status().ToString();
+            break;
+          }
+          off += *len;
+        }
+        const uint64_t len = (off + kIoAlign - 1) / kIoAlign * kIoAlign;
+        std::memset(buf + off, 0, len - off);
+        uint64_t base;
+        {
+          std::lock_guard<std::mutex> l(mu);
+          base = end;
+          end += len;
+          if (end > allocated) {
+            const uint64_t want = std::max(end - allocated, kPrealloc);
+            if (io->Allocate(*f, allocated, want).ok()) allocated += want;
+          }
+        }
+        reqs.clear();
+        for (uint64_t d = 0; d < len; d += kMiB) {
+          IoRequest r;
+          r.op = IoRequest::Op::kWrite;
+          r.fd = f->fd;
+          r.offset = base + d;
+          r.buf = buf + d;
+          r.len = std::min<uint64_t>(kMiB, len - d);
+          reqs.push_back(r);
+        }
+        // 8 writers x 4 requests: at most 32 in flight, fio's queue depth.
+        Status st = io->SubmitAndWait(reqs, 4);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> l(mu);
+          if (first_error.empty()) first_error = st.ToString();
+        }
+      }
+      std::free(buf);
+    });
+  }
+  for (auto& t : ts) t.join();
+  Status st = io->Sync(*f);
+  const double secs = Now() - t0;
+  (void)io->Close(*f);
+  std::filesystem::remove(dir + "/pipelined.dat");
+  if (!st.ok() && first_error.empty()) first_error = st.ToString();
+  *error = first_error;
+  return first_error.empty() && secs > 0 ? count * size / secs : kNaN;
+}
+
+struct PeerRun {
+  double write_bps = kNaN, read_bps = kNaN;
+  uint64_t count = 0;
+  std::string impl, error;
+};
+
+PeerRun RunPeer(const Options& o, const std::string& script, const std::string& dir, uint64_t size,
+                uint64_t count) {
+  PeerRun p;
+  p.count = count;
+  int rc = 0;
+  const std::string out = RunCapture(ShellQuote(o.python) + " " + ShellQuote(script) + " --dir " +
+                                         ShellQuote(dir) + " --size " + std::to_string(size) +
+                                         " --count " + std::to_string(count),
+                                     &rc);
+  const size_t brace = out.rfind("\n{") != std::string::npos ? out.rfind("\n{") + 1 : out.find('{');
+  if (rc != 0 || brace == std::string::npos) {
+    p.error = "peer failed (exit " + std::to_string(rc) + "): " + out.substr(0, 300);
+    return p;
+  }
+  try {
+    auto j = nlohmann::json::parse(out.substr(brace));
+    p.write_bps = j.at("write_bytes_per_s").get<double>();
+    p.read_bps = j.at("read_bytes_per_s").get<double>();
+    p.impl = j.value("impl", "");
+    if (j.value("bad", 0) != 0) p.error = "peer read back wrong bytes";
+  } catch (const std::exception& e) {
+    p.error = std::string("cannot parse peer output: ") + e.what();
+  }
+  return p;
+}
+
+double Ratio(double a, double b) { return (a > 0 && b > 0) ? a / b : kNaN; }
+
+}  // namespace
+
+void RunSpillSection(Context& ctx) {
+  const Options& o = ctx.options;
+  Report& rep = ctx.report;
+  const std::vector<uint64_t> sizes = {4 * kKiB, 64 * kKiB, kMiB, 64 * kMiB};
+  const uint64_t total = o.quick ? 512 * kMiB : 2 * kGiB;
+  const int reps = o.Reps();
+  const bool peer = o.Runs(5);
+  const bool have_fio = HaveProgram("fio");
+  const std::string script = ctx.source_dir.empty() ? "" : ctx.source_dir + "/bench/zict_peer.py";
+  const bool have_peer = peer && !script.empty() && HaveProgram(o.python);
+  // The peer writes one file per object at Python speed: cap its share.
+  const uint64_t peer_bytes = o.quick ? 128 * kMiB : 512 * kMiB;
+  const uint64_t peer_files = o.quick ? 1024 : 4096;
+
+  std::filesystem::create_directories(o.dir);
+  const std::string fio_file = o.dir + "/fio.dat";
+  const std::string tier_dir = o.dir + "/tier";
+  const std::string peer_dir = o.dir + "/peer";
+  ctx.progress.Begin("1 host->file", o.quick ? 0.3 : 0.3, reps * (6 + static_cast<int>(sizes.size()) * (peer ? 2 : 1)));
+
+  std::vector<double> fio_w(reps, kNaN), fio_ps(reps, kNaN), fio_r(reps, kNaN);
+  const size_t ns = sizes.size();
+  std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, pw = wr, pr = wr, erase_us = wr;
+  std::vector<std::string> size_errors(ns), peer_errors(ns);
+  std::string fio_error, peer_impl, diag_error;
+  const std::vector<uint64_t> diag_sizes = {4 * kKiB, kMiB, 64 * kMiB};
+  std::vector<std::vector<double>> diag_store(diag_sizes.size(), std::vector<double>(reps, kNaN)), diag_pipe = diag_store;
+  const uint64_t diag_total = std::min<uint64_t>(total, 512 * kMiB);
+  const uint64_t read_cap = o.quick ? 128 * kMiB : 512 * kMiB;
+  nlohmann::json runs = nlohmann::json::array();
+
+  for (int r = 0; r < reps; ++r) {
+    if (have_fio) {
+      ctx.progress.Step("fio io_uring write (rep " + std::to_string(r + 1) + ")");
+      FioResult w = RunFio(fio_file, "write", "io_uring", total);
+      ctx.progress.Step("fio io_uring read");
+      FioResult rd_ = w.error.empty() ? RunFio(fio_file, "read", "io_uring", total) : FioResult{kNaN, w.error};
+      std::filesystem::remove(fio_file);
+      ctx.progress.Step("fio psync write");
+      FioResult ps = RunFio(fio_file, "write", "psync", total);
+      std::filesystem::remove(fio_file);
+      fio_w[r] = w.bytes_per_s, fio_r[r] = rd_.bytes_per_s, fio_ps[r] = ps.bytes_per_s;
+      for (auto* f : {&w, &rd_, &ps}) {
+        if (!f->error.empty() && fio_error.empty()) fio_error = f->error;
+      }
+      runs.push_back({{"rep", r}, {"fio_uring_write_Bps", w.bytes_per_s}, {"fio_uring_read_Bps", rd_.bytes_per_s},
+                      {"fio_psync_write_Bps", ps.bytes_per_s}});
+    } else {
+      ctx.progress.Step("fio missing");
+      ctx.progress.Step("");
+      ctx.progress.Step("");
+    }
+    // Diagnostics: the file tier's write path alone, and a pipelined writer
+    // made of the same parts, on the same objects.
+    for (size_t d = 0; d < diag_sizes.size(); ++d) {
+      const uint64_t size = diag_sizes[d];
+      ctx.progress.Step("diagnostics, " + SizeName(size) + " objects");
+      std::string e;
+      diag_store[d][r] = FileTierStoreAlone(tier_dir, ctx.pool, size, diag_total / size, 64 * kMiB, &e);
+      if (!e.empty() && diag_error.empty()) diag_error = e;
+      diag_pipe[d][r] = PipelinedWriterAlone(tier_dir, ctx.pool, size, diag_total / size, &e);
+      if (!e.empty() && diag_error.empty()) diag_error = e;
+      runs.push_back({{"rep", r}, {"diag_object_bytes", size}, {"diag_store_alone_Bps", diag_store[d][r]},
+                      {"diag_pipelined_writer_Bps", diag_pipe[d][r]}});
+    }
+    for (size_t s = 0; s < ns; ++s) {
+      const uint64_t size = sizes[s];
+      const uint64_t count = std::max<uint64_t>(1, total / size);
+      // A 64 MiB object cannot share a 64 MiB host tier with anything.
+      const uint64_t host = std::max<uint64_t>(64 * kMiB, 2 * size);
+      ctx.progress.Step("spillway " + SizeName(size) + " x " + std::to_string(count));
+      SpillRun sr = SpillObjects(tier_dir, ctx.pool, size, count, host, read_cap);
+      if (sr.error.empty()) {
+        wr[s][r] = sr.write_bps;
+        rd[s][r] = sr.read_bps;
+      } else if (size_errors[s].empty()) {
+        size_errors[s] = sr.error;
+      }
+      erase_us[s][r] = sr.erase_p50_us;
+      runs.push_back({{"rep", r}, {"object_bytes", size}, {"objects", count}, {"host_tier_bytes", host},
+                      {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"put_s", sr.put_s},
+                      {"flush_s", sr.flush_s}, {"wall_s", sr.wall_s}, {"read_s", sr.read_s},
+                      {"close_s", sr.close_s}, {"file_bytes", sr.file_bytes}, {"file_objects", sr.file_objects},
+                      {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
+                      {"sync_demotions", sr.sync_demotions}, {"read_objects", sr.read_objects},
+                      {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
+                      {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
+                      {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
+                      {"erase_p50_us", sr.erase_p50_us}, {"erase_punches", sr.erase_punches},
+                      {"erase_punch_s", sr.erase_punch_s}, {"error", sr.error}});
+      if (peer) {
+        ctx.progress.Step("zict.File peer " + SizeName(size));
+        if (have_peer) {
+          const uint64_t pc = std::clamp<uint64_t>(std::min(peer_bytes, total) / size, 1, peer_files);
+          PeerRun p = RunPeer(o, script, peer_dir, size, pc);
+          if (p.error.empty()) {
+            pw[s][r] = p.write_bps;
+            pr[s][r] = p.read_bps;
+            peer_impl = p.impl;
+          } else if (peer_errors[s].empty()) {
+            peer_errors[s] = p.error;
+          }
+          runs.push_back({{"rep", r}, {"peer_object_bytes", size}, {"peer_objects", pc},
+                          {"peer_write_Bps", p.write_bps}, {"peer_read_Bps", p.read_bps}, {"error", p.error}});
+        }
+      }
+    }
+  }
+  std::filesystem::remove_all(tier_dir);
+  std::filesystem::remove_all(peer_dir);
+  rep.details["spill"] = runs;
+
+  auto gbs = [](std::vector<double> v) {
+    for (double& x : v) x /= 1e9;
+    return v;
+  };
+  const std::string fio_missing = have_fio ? fio_error : "fio is not installed";
+  rep.Add(Row{"spill.fio.uring_write", 1, "fio io_uring O_DIRECT write, 1 MiB, QD32", Median(gbs(fio_w)), "GB/s",
+              "", kNaN, kNaN, kNaN, Better::kHigher, "", fio_missing, gbs(fio_w)});
+  rep.Add(Row{"spill.fio.psync_write", 1, "fio psync O_DIRECT write, 1 MiB", Median(gbs(fio_ps)), "GB/s", "", kNaN,
+              kNaN, kNaN, Better::kHigher, "", fio_missing, gbs(fio_ps)});
+  rep.Add(Row{"spill.fio.uring_read", 1, "fio io_uring O_DIRECT read, 1 MiB, QD32", Median(gbs(fio_r)), "GB/s", "",
+              kNaN, kNaN, kNaN, Better::kHigher, "", fio_missing, gbs(fio_r)});
+  for (size_t d = 0; d < diag_sizes.size(); ++d) {
+    std::vector<double> rs(reps), rp(reps);
+    for (int r = 0; r < reps; ++r) {
+      rp[r] = Ratio(diag_pipe[d][r], fio_w[r]);
+      rs[r] = Ratio(diag_store[d][r], fio_w[r]);
+    }
+    const std::string name = SizeName(diag_sizes[d]);
+    const std::string tag = name.substr(0, name.find(' ')) + name.substr(name.find(' ') + 1);
+    rep.Add(Row{"spill.diag.store_alone." + tag, 1,
+                "(diagnostic) FileTier::Store alone, " + name + " objects, 64 MiB batches",
+                Median(gbs(diag_store[d])), "GB/s", "fio io_uring write", Median(gbs(fio_w)), Median(rs), kNaN,
+                Better::kHigher, "", diag_error, gbs(diag_store[d])});
+    rep.Add(Row{"spill.diag.pipelined." + tag, 1,
+                "(diagnostic) pipelined slab writer (EncodeRecord + FileIo), " + name + " objects",
+                Median(gbs(diag_pipe[d])), "GB/s", "fio io_uring write", Median(gbs(fio_w)), Median(rp), kNaN,
+                Better::kHigher, "", diag_error, gbs(diag_pipe[d])});
+  }
+  for (size_t s = 0; s < ns; ++s) {
+    const std::string name = SizeName(sizes[s]);
+    const std::string tag = name.substr(0, name.find(' ')) + name.substr(name.find(' ') + 1);
+    std::vector<double> ratio_w(reps), ratio_ps(reps), ratio_r(reps), ratio_peer(reps);
+    for (int r = 0; r < reps; ++r) {
+      ratio_w[r] = Ratio(wr[s][r], fio_w[r]);
+      ratio_ps[r] = Ratio(wr[s][r], fio_ps[r]);
+      ratio_r[r] = Ratio(rd[s][r], fio_r[r]);
+      ratio_peer[r] = Ratio(wr[s][r], pw[s][r]);
+    }
+    const double target = sizes[s] >= kMiB ? 0.9 : (sizes[s] <= 4 * kKiB ? 0.5 : kNaN);
+    char tt[64] = "";
+    if (!std::isnan(target)) std::snprintf(tt, sizeof(tt), ">= %.2fx fio io_uring", target);
+    rep.Add(Row{"spill.write." + tag, 1, "host -> file spill, " + name + " objects", Median(gbs(wr[s])), "GB/s",
+                "fio io_uring write", Median(gbs(fio_w)), Median(ratio_w), target, Better::kHigher, tt,
+                size_errors[s], gbs(wr[s])});
+    rep.Add(Row{"spill.write_psync." + tag, 1, "host -> file spill, " + name + " objects", Median(gbs(wr[s])),
+                "GB/s", "fio psync write", Median(gbs(fio_ps)), Median(ratio_ps), kNaN, Better::kHigher, "",
+                size_errors[s], gbs(wr[s])});
+    rep.Add(Row{"spill.read." + tag, 1, "file -> host read-back, " + name + " objects (4 readers)",
+                Median(gbs(rd[s])), "GB/s", "fio io_uring read", Median(gbs(fio_r)), Median(ratio_r), kNaN,
+                Better::kHigher, "", size_errors[s], gbs(rd[s])});
+    rep.Add(Row{"spill.erase." + tag, 1, "Erase of a spilled " + name + " object, p50 latency", Median(erase_us[s]),
+                "us", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s], erase_us[s]});
+    const double x = static_cast<double>(sizes[s]);
+    rep.Line("spill", "spillway host -> file").points.push_back({x, Median(gbs(wr[s]))});
+    rep.Line("spill", "spillway file -> host").points.push_back({x, Median(gbs(rd[s]))});
+    rep.Line("spill", "fio io_uring write").points.push_back({x, Median(gbs(fio_w))});
+    rep.Line("spill", "fio psync write").points.push_back({x, Median(gbs(fio_ps))});
+    rep.Line("spill", "fio io_uring read").points.push_back({x, Median(gbs(fio_r))});
+    if (peer) {
+      std::string why = have_peer ? peer_errors[s]
+                                  : (script.empty() ? "bench/zict_peer.py not found (run from the source tree)"
+                                                    : o.python + " not found");
+      rep.Add(Row{"peer.write." + tag, 5, "host -> file spill, " + name + " objects", Median(gbs(wr[s])), "GB/s",
+                  "zict.File peer (Python)", Median(gbs(pw[s])), Median(ratio_peer), 3.0, Better::kHigher,
+                  ">= 3.00x the Dask-style spiller", why, gbs(wr[s])});
+      rep.Line("peer", "spillway host -> file").points.push_back({x, Median(gbs(wr[s]))});
+      rep.Line("peer", "zict.File peer write").points.push_back({x, Median(gbs(pw[s]))});
+      rep.Line("peer", "zict.File peer read").points.push_back({x, Median(gbs(pr[s]))});
+    }
+  }
+  rep.Note("Section 1: spill throughput = raw bytes written to the file tier (its Stats raw_bytes_written: "
+           "objects demoted across the host -> file boundary plus objects a Put placed there directly because the "
+           "host tier was full; the JSON has the split) / wall time from the first Put to the return of Flush "
+           "(mover drained, segments fdatasync'd); " +
+           SizeName(total) + " per object size, host tier 64 MiB (128 MiB for 64 MiB objects), file tier codec "
+           "none, O_DIRECT, queue depth 32. fio writes and reads " + SizeName(total) + " in " + o.dir +
+           ". Read-back: 4 threads Get the oldest " + SizeName(read_cap) + " of objects (all in the file tier; no "
+           "promotion), each compared with its source; bytes served by the file tier / wall time of the read. Erase: 64 spilled objects erased "
+           "one by one after the read-back.");
+  if (peer) {
+    rep.Note("Section 5: the peer (" + (peer_impl.empty() ? std::string("bench/zict_peer.py") : peer_impl) +
+             " under " + o.python + ") pickles each numpy object (protocol 5, buffers out of band) and writes one "
+             "file per key with no fsync, as a Dask worker does; it writes at most " + SizeName(peer_bytes) +
+             " and " + std::to_string(peer_files) + " files per size. Its files stay in the page cache: it never "
+             "waits for the disk, spillway's figure includes the O_DIRECT writes and the final fdatasync.");
+  }
+}
+
+}  // namespace spillway::cli::bench
