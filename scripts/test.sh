@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # README command two: the whole test suite.
-#   1. build and run every CTest test (unit, engine, CLI golden tests, stress seeds)
-#   2. the concurrency tests under ThreadSanitizer
-#   3. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 60) seconds
+#   1. build and run every CTest test (unit, engine, reliability, CLI, stress seeds)
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, built
+#      -O1 -g1 to keep CI short (without the benchmark smoke test, the Python
+#      tests, which load an unsanitized interpreter, and the install test,
+#      whose outside project does not link the sanitizer runtimes)
+#   3. the concurrency tests under ThreadSanitizer
+#   4. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 60) seconds
 # Set SPILLWAY_QUICK=1 to run only stage 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +17,14 @@ bash scripts/build.sh build
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
 [ "${SPILLWAY_QUICK:-0}" = 1 ] && exit 0
 
-echo "== stage 2: concurrency tests under ThreadSanitizer"
+echo "== stage 2: the suite under AddressSanitizer + UndefinedBehaviorSanitizer"
+bash scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DSPILLWAY_SANITIZE=address,undefined -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
+UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900 -E "^(bench|python|install)/"
+
+echo "== stage 3: concurrency tests under ThreadSanitizer"
 SPILLWAY_TARGETS="spillway_cli spillway_test_engine spillway_test_io spillway_test_codecs" \
   bash scripts/build.sh build-tsan -DSPILLWAY_SANITIZE=thread -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
@@ -29,7 +40,7 @@ YAML
 build-tsan/bin/spillway stress --config "$tsan_dir/chain.yaml" --threads 4 --ops 20000 --keys 1000 --sizes 64:65536 --seed 7
 rm -rf "$tsan_dir"
 
-echo "== stage 3: fuzzers"
+echo "== stage 4: fuzzers"
 SPILLWAY_TARGETS="config_loader_fuzz record_decode_fuzz" CC=clang CXX=clang++ bash scripts/build.sh build-fuzz -DSPILLWAY_BUILD_FUZZERS=ON -DSPILLWAY_CUDA=OFF \
   -DSPILLWAY_BUILD_PYTHON=OFF -DSPILLWAY_BUILD_TESTS=ON
 secs="${SPILLWAY_FUZZ_SECONDS:-60}"
