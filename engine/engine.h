@@ -79,6 +79,11 @@ class Engine {
   // from now on and calls `release(ptr)` when the object is erased, replaced
   // or demoted off the device. `buffer_sizes` splits it into buffers.
   // (Put of device pointers copies them instead; both are documented here.)
+  // Stream ordering: Put's copies of device buffers run after all work queued
+  // on the legacy default stream (so a cudaMemcpy into the buffer, even from
+  // pageable memory, is complete). Work on other streams that writes the
+  // buffer, and every write to an allocation handed to PutDeviceAllocation,
+  // must be finished (stream synchronized) before the call.
   virtual Status PutDeviceAllocation(std::string_view key, void* device_ptr,
                                      std::vector<uint64_t> buffer_sizes,
                                      std::function<void(void*)> release) = 0;

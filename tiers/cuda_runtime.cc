@@ -413,6 +413,17 @@ Status StreamWaitEvent(const Stream& s, const Event& e) {
   return Status::OK();
 }
 
+Status StreamWaitLegacyDefault(const Stream& s) {
+  SPW_ON_DEVICE(s.device());
+  cudaEvent_t ev = nullptr;
+  SPW_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cudaError_t err = cudaEventRecord(ev, cudaStreamLegacy);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(S(s), ev, 0);
+  cudaEventDestroy(ev);  // released once the wait is satisfied
+  SPW_CUDA(err, "waiting for the legacy default stream");
+  return Status::OK();
+}
+
 // ---- copies ----------------------------------------------------------------------
 
 Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, const Stream& s) {

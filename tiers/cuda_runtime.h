@@ -113,6 +113,11 @@ class Event {
 
 // Makes later work on `s` wait for `e`'s last Record.
 Status StreamWaitEvent(const Stream& s, const Event& e);
+// Makes later work on `s` (a non-blocking stream) wait for everything queued
+// so far on the legacy default stream. A caller's cudaMemcpy from pageable
+// memory returns before its DMA lands; copies the engine then issues on its
+// own streams must not read the destination early.
+Status StreamWaitLegacyDefault(const Stream& s);
 
 // ---- copies ------------------------------------------------------------------
 

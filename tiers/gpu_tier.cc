@@ -233,6 +233,12 @@ StatusOr<std::vector<Location>> GpuTier::StoreImpl(std::span<const ObjectView> o
   std::vector<BlobPtr> blobs;
   blobs.reserve(objects.size());
   Status st;
+  // A caller's device buffer may still be receiving a copy queued on the
+  // legacy default stream (a cudaMemcpy from pageable memory returns before
+  // its DMA lands): order our reads after it, on both copy streams.
+  for (const cuda::Stream& s : c.stream) {
+    if (st.ok()) st = cuda::StreamWaitLegacyDefault(s);
+  }
   for (size_t i = 0; i < objects.size() && st.ok(); ++i) {
     const ObjectView& obj = objects[i];
     const cuda::Stream& s = c.stream[i % 2];

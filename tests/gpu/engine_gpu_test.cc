@@ -67,7 +67,25 @@ TEST_CASE("engine gpu: device objects 4x the gpu tier spill down and come back v
     auto h = e->Get("d" + std::to_string(i), Where::kHost);
     REQUIRE_MESSAGE(h.ok(), h.status().ToString());
     CHECK(h->where() == Where::kHost);
-    CHECK(HandleEquals(*h, RandomBytes(obj, i)));
+    const auto want = RandomBytes(obj, i);
+    const bool same = HandleEquals(*h, want);
+    if (!same) {
+      // Say what came back: where the bytes first differ, and whose they are.
+      const std::byte* got = h->buffer(0).data();
+      size_t first = 0;
+      while (first < obj && got[first] == want[first]) ++first;
+      int owner = -1;
+      for (int j = 0; j < n && owner < 0; ++j) {
+        const auto other = RandomBytes(obj, j);
+        if (std::memcmp(got + first, other.data() + first, std::min<size_t>(4096, obj - first)) == 0) owner = j;
+      }
+      MESSAGE("object " << i << ": " << h->num_buffers() << " buffer(s) of " << h->buffer(0).size()
+                        << " bytes; first difference at byte " << first << "; the bytes there belong to object "
+                        << owner << "; all zero there: "
+                        << (std::all_of(got + first, got + std::min<size_t>(obj, first + 4096),
+                                        [](std::byte b) { return b == std::byte{0}; })));
+    }
+    CHECK_MESSAGE(same, "object " << i);
   }
 }
 
