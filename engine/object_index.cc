@@ -50,17 +50,7 @@ Location EntryLocation::Get(uint64_t raw) const {
 }
 
 Location EntryLocation::Take(uint64_t raw) {
-  Location loc;
-  if (has_blob_) {
-    loc.blob = std::move(blob_);
-  } else {
-    loc.stripe = file_.stripe;
-    loc.segment = file_.segment;
-    loc.offset = file_.offset;
-    loc.length = file_.length;
-  }
-  loc.stored_bytes = stored_bytes_;
-  loc.raw_bytes = raw;
+  Location loc = Get(raw);  // moves are rare: one extra blob reference is cheap
   Clear();
   return loc;
 }

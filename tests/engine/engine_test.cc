@@ -13,29 +13,6 @@
 using namespace spillway;
 using namespace spillway::testing;
 
-namespace {
-
-std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background = false) {
-  EngineOptions o;
-  o.background_mover = background;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
-
-int TierOf(Engine& e, const std::string& key) {
-  // The tier that serves a Get without promotion is visible through hits.
-  auto before = e.Stats();
-  auto h = e.Get(key);
-  if (!h.ok()) return -1;
-  auto after = e.Stats();
-  for (size_t i = 0; i < after.tiers.size(); ++i) {
-    if (after.tiers[i].hits != before.tiers[i].hits) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-}  // namespace
 
 TEST_CASE("put and get round trip, multi-buffer, arbitrary key bytes") {
   TempDir dir("eng");
@@ -92,8 +69,8 @@ TEST_CASE("pressure demotes least recently used first and keeps the host tier bo
   CHECK(s.tiers[1].objects > 0);
   CHECK(s.tiers[0].demotions_out == s.tiers[1].demotions_in);
   // k1 (least recently used) left the host tier before k0 (touched).
-  CHECK(TierOf(*e, "k0") == 0);
-  CHECK(TierOf(*e, "k1") == 1);
+  CHECK(ServingTier(*e, "k0") == 0);
+  CHECK(ServingTier(*e, "k1") == 1);
   for (int i = 0; i < 12; ++i) {
     auto h = e->Get("k" + std::to_string(i));
     REQUIRE(h.ok());
@@ -123,7 +100,7 @@ TEST_CASE("pinned objects are never moved; puts fall through when the host tier 
   }
   for (int i = 0; i < 20; ++i) REQUIRE(e->Put("x" + std::to_string(i), Bytes(100 << 10, 100 + i)).ok());
   REQUIRE(e->Flush().ok());
-  for (int i = 0; i < 9; ++i) CHECK(TierOf(*e, "p" + std::to_string(i)) == 0);
+  for (int i = 0; i < 9; ++i) CHECK(ServingTier(*e, "p" + std::to_string(i)) == 0);
   CHECK(e->Stats().tiers[0].pinned_bytes == 9u * (100 << 10));
   pins.clear();
   CHECK(e->Stats().tiers[0].pinned_bytes == 0);
@@ -164,7 +141,7 @@ TEST_CASE("get from the file tier verifies, decodes and promotes") {
     CHECK(HandleEquals(*h, data[0]));
     auto after = e->Stats();
     CHECK(after.tiers[0].promotions_in == before.tiers[0].promotions_in + 1);
-    CHECK(TierOf(*e, "k0") == 0);
+    CHECK(ServingTier(*e, "k0") == 0);
     if (codec != CodecKind::kNone) CHECK(after.tiers[1].compression_ratio() < 0.9);
   }
 }

@@ -1,7 +1,11 @@
-// Builders for engine tests: small host -> file chains in scratch directories.
+// Builders for engine tests: small host -> file chains in scratch
+// directories, opening an engine, and which tier serves a key.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -65,6 +69,28 @@ inline const TierStats& TierNamed(const EngineStats& s, const std::string& name)
     if (t.name == name) return t;
   }
   throw std::runtime_error("no tier " + name);
+}
+
+// Opens `c` or fails the test with the error.
+inline std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background = false) {
+  EngineOptions o;
+  o.background_mover = background;
+  auto e = Engine::Open(c, o);
+  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  return std::move(*e);
+}
+
+// Index of the tier whose hit counter a Get bumps (-1 when the Get fails).
+// Reads from a file tier may promote, so call it at most once per check.
+inline int ServingTier(Engine& e, std::string_view key) {
+  auto before = e.Stats();
+  auto h = e.Get(key);
+  if (!h.ok()) return -1;
+  auto after = e.Stats();
+  for (size_t i = 0; i < after.tiers.size(); ++i) {
+    if (after.tiers[i].hits != before.tiers[i].hits) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace spillway::testing

@@ -16,17 +16,6 @@ using namespace spillway;
 using namespace spillway::internal;
 using namespace spillway::testing;
 
-namespace {
-
-std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background = false) {
-  EngineOptions o;
-  o.background_mover = background;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
-
-}  // namespace
 
 TEST_CASE("shard table: find, replace, remove and growth keep every key reachable") {
   ObjectIndex::Shard shard;

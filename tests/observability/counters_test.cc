@@ -18,14 +18,6 @@ using namespace spillway::testing;
 
 namespace {
 
-std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background) {
-  EngineOptions o;
-  o.background_mover = background;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
-
 // What the test did, independently of the engine's counters.
 struct Model {
   std::map<std::string, std::vector<std::byte>> objects;

@@ -197,7 +197,7 @@ TEST_CASE("a symlinked or foreign-owned tier directory is refused unless allow_s
     REQUIRE(::symlink(real.c_str(), link.c_str()) == 0);
     Config c;
     c.source = "<test>";
-    c.tiers.push_back(RelHostTier("host", 1024));
+    c.tiers.push_back(HostTierConfig("host", 1024));
     c.tiers.push_back(RelFileTier("f0", link, 64 << 20, persistent));
     auto e = Engine::Open(c);
     REQUIRE_FALSE(e.ok());

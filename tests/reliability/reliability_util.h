@@ -26,33 +26,18 @@
 #include "tiers/io/file_io.h"
 #include "tiers/record.h"
 #include "tiers/segment.h"
+#include "../engine/engine_test_util.h"
 #include "test_util.h"
 
 namespace spillway::testing {
 
-inline TierConfig RelHostTier(const std::string& name, uint64_t capacity) {
-  TierConfig t;
-  t.name = name;
-  t.kind = TierKind::kHost;
-  t.capacity_bytes = capacity;
-  t.capacity_text = std::to_string(capacity);
-  t.pinned = false;
-  return t;
-}
-
+// A file tier as engine tests build it, with small segments (several files,
+// sealing exercised) and optionally persistent.
 inline TierConfig RelFileTier(const std::string& name, const std::string& dir, uint64_t capacity,
                               bool persistent = false, CodecKind codec = CodecKind::kNone) {
-  TierConfig t;
-  t.name = name;
-  t.kind = TierKind::kFile;
-  t.capacity_bytes = capacity;
-  t.capacity_text = std::to_string(capacity);
-  t.medium = Medium::kSsd;
-  t.paths = {dir};
+  TierConfig t = FileTierConfig(name, dir, capacity, codec);
   t.persistent = persistent;
-  t.codec.kind = codec;
-  t.codec.level = codec == CodecKind::kZstd ? 3 : 1;
-  t.io.segment_bytes = 4ull << 20;  // small segments: several files, sealing exercised
+  t.io.segment_bytes = 4ull << 20;
   return t;
 }
 
@@ -61,7 +46,7 @@ inline Config RelChain(const std::string& root, uint64_t host_cap, std::vector<u
                        bool persistent = false, CodecKind codec = CodecKind::kNone) {
   Config c;
   c.source = "<reliability test>";
-  if (host_cap > 0) c.tiers.push_back(RelHostTier("host", host_cap));
+  if (host_cap > 0) c.tiers.push_back(HostTierConfig("host", host_cap));
   for (size_t i = 0; i < file_caps.size(); ++i) {
     c.tiers.push_back(RelFileTier("f" + std::to_string(i), root + "/f" + std::to_string(i), file_caps[i],
                                   persistent, codec));
@@ -90,26 +75,6 @@ inline bool SameBytes(const Handle& h, const std::vector<std::byte>& want) {
   return off == want.size();
 }
 
-// Index of the tier whose hit counter a Get bumps (-1 when the Get fails).
-// Reads from a file tier may promote, so call it at most once per check.
-inline int ServingTier(Engine& e, std::string_view key) {
-  auto before = e.Stats();
-  auto h = e.Get(key);
-  if (!h.ok()) return -1;
-  auto after = e.Stats();
-  for (size_t i = 0; i < after.tiers.size(); ++i) {
-    if (after.tiers[i].hits != before.tiers[i].hits) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-inline const TierStats& TierNamed(const EngineStats& s, const std::string& name) {
-  for (auto& t : s.tiers) {
-    if (t.name == name) return t;
-  }
-  FAIL("no tier named " << name);
-  return s.tiers.front();
-}
 
 // Segment files (seg-XXXXXXXX.spw) in `dir`, full paths, sorted.
 inline std::vector<std::string> SegmentFiles(const std::string& dir) {
