@@ -6,6 +6,7 @@
 // codec gets it once.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,7 +19,11 @@ namespace spillway {
 
 class Codec {
  public:
+  Codec() : instance_(NextInstance()) {}
   virtual ~Codec() = default;
+  // Unique per codec object ever made (addresses may be reused): lets
+  // per-codec state held elsewhere (record.cc's runs) tell codecs apart.
+  uint64_t instance() const { return instance_; }
   virtual CodecKind kind() const = 0;
   // Upper bound of Encode's output for `raw_size` input bytes.
   virtual size_t MaxEncodedSize(size_t raw_size) const = 0;
@@ -26,6 +31,13 @@ class Codec {
   virtual StatusOr<size_t> Encode(std::span<const std::byte> in, std::span<std::byte> out) const = 0;
   // Decodes `in` into exactly `out.size()` bytes; anything else is Corruption.
   virtual Status Decode(std::span<const std::byte> in, std::span<std::byte> out) const = 0;
+
+ private:
+  static uint64_t NextInstance() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+  const uint64_t instance_;
 };
 
 // Returns the codec for `config` (kNone gives a copying codec). Never null.

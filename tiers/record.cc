@@ -145,10 +145,28 @@ std::byte* GatherScratch(size_t n) {
   return scratch.data();
 }
 
+// Runs of incompressible objects, per thread and codec. Spilled data comes in
+// runs of one kind (a column, a tensor, a batch of encrypted blobs): after
+// kRawRunBeforeSkipping objects in a row that were not worth compressing,
+// only every kProbeEvery-th object is sampled and the rest are stored raw at
+// once, so such a run costs what codec none costs. A probe that finds
+// compressible data ends the run; until then at most kProbeEvery - 1 objects
+// that would have compressed are stored raw (bytes, never correctness).
+constexpr uint32_t kRawRunBeforeSkipping = 8;
+constexpr uint32_t kProbeEvery = 8;
+struct RawRun {
+  uint64_t codec = 0;  // Codec::instance()
+  uint32_t length = 0;
+  uint32_t skipped = 0;
+};
+
 // Runs the object-level sample; true when it is worth compressing.
 StatusOr<bool> SampleObject(const ConcatView& view, uint64_t raw, const Codec& codec,
                             double min_savings) {
   if (raw < kMinSampledInput) return true;
+  thread_local RawRun run;
+  if (run.codec != codec.instance()) run = RawRun{codec.instance(), 0, 0};
+  if (run.length >= kRawRunBeforeSkipping && ++run.skipped % kProbeEvery != 0) return false;
   const size_t slice = SampleSliceBytes(raw);
   thread_local std::vector<std::byte> scratch;
   scratch.resize(kSampleSlices * slice);
@@ -157,7 +175,9 @@ StatusOr<bool> SampleObject(const ConcatView& view, uint64_t raw, const Codec& c
     slices[i] = view.Range(SampleSliceOffset(raw, i), slice,
                            [&](size_t) { return scratch.data() + i * slice; });
   }
-  return SampleShrinks(codec, min_savings, slices);
+  StatusOr<bool> shrinks = SampleShrinks(codec, min_savings, slices);
+  if (shrinks.ok()) run.length = *shrinks ? 0 : run.length + 1;
+  return shrinks;
 }
 
 // The stored bytes of one chunk (or of an unchunked object) and whether they

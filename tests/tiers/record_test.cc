@@ -302,6 +302,44 @@ TEST_CASE("a scanner resynchronizes after a corrupt record") {
   CHECK(found == std::vector<std::string>{"a", "c"});
 }
 
+TEST_CASE("a run of incompressible objects is stored raw without sampling, until a probe finds compressible data") {
+  const CodecConfig config = Config(CodecKind::kZstd, 1);
+  auto codec = MakeCodec(config);
+  auto encode = [&](const std::vector<std::byte>& value) {
+    std::span<const std::byte> parts[1] = {value};
+    ObjectView v{"k", parts};
+    std::vector<std::byte> out(MaxRecordSize(1, 1, value.size(), *codec, config));
+    StatusOr<size_t> n = EncodeRecord(v, 1, *codec, config, out);
+    REQUIRE(n.ok());
+    out.resize(*n);
+    StatusOr<RecordInfo> info = ParseRecord(out);
+    REQUIRE(info.ok());
+    std::vector<std::byte> back(value.size());
+    REQUIRE(DecodeRecordPayload(*info, out, back).ok());
+    CHECK(back == value);
+    return (info->header.flags & kFlagStoredRaw) != 0;
+  };
+  for (int i = 0; i < 8; ++i) CHECK(encode(RandomBytes(64 << 10, 900 + i)));
+  // The run is long enough: compressible objects may now be stored raw, but
+  // a probe within 8 objects notices them and ends the run.
+  int raw_before_probe = 0;
+  while (encode(CompressibleBytes(64 << 10, 950 + raw_before_probe))) {
+    ++raw_before_probe;
+    REQUIRE(raw_before_probe < 8);
+  }
+  CHECK(raw_before_probe > 0);
+  CHECK_FALSE(encode(CompressibleBytes(64 << 10, 990)));  // the run is over
+  // Another codec object has its own (empty) run.
+  for (int i = 0; i < 8; ++i) CHECK(encode(RandomBytes(64 << 10, 1000 + i)));
+  auto fresh = MakeCodec(config);
+  auto text = CompressibleBytes(64 << 10, 1010);
+  std::span<const std::byte> parts[1] = {text};
+  std::vector<std::byte> out(MaxRecordSize(1, 1, text.size(), *fresh, config));
+  StatusOr<size_t> n = EncodeRecord(ObjectView{"k", parts}, 1, *fresh, config, out);
+  REQUIRE(n.ok());
+  CHECK((ParseRecord(std::span<const std::byte>(out.data(), *n))->header.flags & kFlagStoredRaw) == 0);
+}
+
 TEST_CASE("a record is valid only at the position its header was sealed for") {
   Object obj{"pos", {CompressibleBytes(3000, 41)}, {}};
   std::vector<std::byte> rec = Encode(obj, Config(CodecKind::kZstd, 1));
