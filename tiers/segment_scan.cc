@@ -115,10 +115,11 @@ Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t s
     problem(off, ScanState::kUnreadable, st.ToString());
     return st;
   };
-  // The key of a record with a valid header, when its bytes are on disk.
-  auto read_key = [&](uint64_t pos, const RecordHeader& h, ScanItem* it) {
+  // The key of a record with a valid header, when its bytes are on disk
+  // (`hole`: the first hole at or after the record).
+  auto read_key = [&](uint64_t pos, uint64_t hole, const RecordHeader& h, ScanItem* it) {
     const uint64_t key_end = pos + kRecordHeaderSize + h.key_len;
-    if (key_end > size || w.NextHole(pos) < key_end) return;
+    if (key_end > size || hole < key_end) return;
     Status ks;
     if (const std::byte* k = w.Get(pos + kRecordHeaderSize, h.key_len, &ks)) {
       it->key.assign(reinterpret_cast<const char*>(k), h.key_len);
@@ -169,7 +170,9 @@ Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t s
       problem(pos, ScanState::kTorn, "record header cut off by the end of the file");
       break;
     }
-    if (w.NextHole(pos) < pos + kRecordHeaderSize) {
+    // One lseek per candidate record: every hole check below uses it.
+    const uint64_t hole = w.NextHole(pos);
+    if (hole < pos + kRecordHeaderSize) {
       problem(pos, ScanState::kFreed, "record header partly punched out (an erased object)");
       resync = true;
       pos += kRecordAlign;
@@ -199,7 +202,7 @@ Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t s
     expected = 0;
     if (h->flags & kFlagErased) {
       it.state = ScanState::kErased;
-      read_key(pos, *h, &it);
+      read_key(pos, hole, *h, &it);
       emit(std::move(it));
       pos += len;
       continue;
@@ -208,16 +211,16 @@ Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t s
       it.state = ScanState::kTorn;
       it.message = "record of " + std::to_string(len) + " bytes runs past the end of the file (" +
                    std::to_string(size - pos) + " bytes left)";
-      read_key(pos, *h, &it);
+      read_key(pos, hole, *h, &it);
       emit(std::move(it));
       resync = true;
       pos += kRecordAlign;
       continue;
     }
-    if (w.NextHole(pos) < pos + len) {
+    if (hole < pos + len) {
       it.state = ScanState::kFreed;
       it.message = "blocks punched out or never written (an erased object, or an interrupted write)";
-      read_key(pos, *h, &it);
+      read_key(pos, hole, *h, &it);
       emit(std::move(it));
       resync = true;
       expected = pos + len;
@@ -246,7 +249,7 @@ Status ScanSegment(FileIo& io, const FileHandle& file, uint64_t size, uint32_t s
       if (p == nullptr) return unreadable(pos);
       for (uint64_t i = 0; i < pos + len - pad_from; ++i) padding_ok &= p[i] == std::byte{0};
     }
-    read_key(pos, *h, &it);
+    read_key(pos, hole, *h, &it);
     if (sum.Digest() == h->payload_checksum && padding_ok) {
       it.state = ScanState::kLive;
       emit(std::move(it));
