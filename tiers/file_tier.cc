@@ -341,25 +341,31 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   std::vector<IoRequest> reqs;
   BuildRequests(seg->file.fd, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
-  if (!st.ok()) {
-    // A failed or torn write may have left complete records on disk that
-    // were never acknowledged; punch them out so a scan cannot revive them.
-    (void)io_->PunchHole(seg->file, base, len);
-    seg->live_records.fetch_sub(static_cast<int64_t>(slab.count));
-    MaybeDeleteSegment(stripe, seg);
-    return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
-  }
+  if (!st.ok()) return AbandonWrite(stripe, seg, base, len, static_cast<int64_t>(slab.count), st);
   seg->dirty.store(true, std::memory_order_relaxed);
   for (size_t i = 0; i < slab.count; ++i) {
-    Location& loc = out[slab.first + i];
-    loc.stripe = stripe;
-    loc.segment = seg->id;
-    loc.offset = base + rec_off[i];
-    loc.length = rec_len[i];
-    loc.stored_bytes = rec_len[i];
-    seg->live_bytes.fetch_add(rec_len[i], std::memory_order_relaxed);
+    Publish(stripe, *seg, base + rec_off[i], rec_len[i], &out[slab.first + i]);
   }
   return Status::OK();
+}
+
+Status FileTier::AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len,
+                              int64_t records, const Status& st) {
+  // A failed or torn write may have left complete records on disk that were
+  // never acknowledged; punch them out so a scan cannot revive them.
+  (void)io_->PunchHole(seg->file, base, len);
+  seg->live_records.fetch_sub(records);
+  MaybeDeleteSegment(stripe, seg);
+  return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
+}
+
+void FileTier::Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc) {
+  loc->stripe = stripe;
+  loc->segment = seg.id;
+  loc->offset = offset;
+  loc->length = length;
+  loc->stored_bytes = length;
+  seg.live_bytes.fetch_add(length, std::memory_order_relaxed);
 }
 
 Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
@@ -409,21 +415,9 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     rec.FinishHeader(head.get(), RecordSeed(seg->id, base));
     st = io_->Write(seg->file, base, head.get(), kIoAlign);
   }
-  if (!st.ok()) {
-    // As in WriteSlab: nothing of a failed record may survive to a scan.
-    (void)io_->PunchHole(seg->file, base, len);
-    seg->live_records.fetch_sub(1);
-    MaybeDeleteSegment(stripe, seg);
-    return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
-  }
+  if (!st.ok()) return AbandonWrite(stripe, seg, base, len, 1, st);
   seg->dirty.store(true, std::memory_order_relaxed);
-  Location& loc = out[slab.first];
-  loc.stripe = stripe;
-  loc.segment = seg->id;
-  loc.offset = base;
-  loc.length = rec.size();
-  loc.stored_bytes = rec.size();
-  seg->live_bytes.fetch_add(rec.size(), std::memory_order_relaxed);
+  Publish(stripe, *seg, base, rec.size(), &out[slab.first]);
   return Status::OK();
 }
 

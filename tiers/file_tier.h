@@ -96,6 +96,12 @@ class FileTier : public Tier {
   void QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint64_t len);
   // Waits for the punches queued so far.
   void DrainPunches() const;
+  // A write of `records` records at [base, base+len) failed: punches the
+  // range, releases the records' reservation and returns `st` in context.
+  Status AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len, int64_t records,
+                      const Status& st);
+  // A record at `offset` is on disk: fills its location, counts it live.
+  void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
   std::string Where(const Location& loc) const;
   Status CheckDirectory(const std::string& dir) const;
   // Persistent tiers: flags the record erased on disk so recovery skips it.
