@@ -75,11 +75,11 @@ size_t SampleSliceBytes(size_t raw_size) {
 double SampleEntropyBits(std::span<const std::span<const std::byte>> slices) {
   uint32_t counts[256] = {};
   size_t n = 0;
-  for (const auto& slice : slices) {
+  // At most kSampleSlices slices of kEntropySliceBytes: n stays inside CLog2C.
+  for (const auto& slice : slices.first(std::min(slices.size(), kSampleSlices))) {
     const size_t len = std::min(slice.size(), kEntropySliceBytes);
     for (size_t i = 0; i < len; ++i) counts[static_cast<uint8_t>(slice[i])]++;
     n += len;
-    if (n > kSampleSlices * kEntropySliceBytes - kEntropySliceBytes) break;  // table bound
   }
   if (n == 0) return 0;
   const auto& clog2c = CLog2C();

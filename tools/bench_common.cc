@@ -236,15 +236,20 @@ std::span<const std::byte> DataPool::Slice(uint64_t i, uint64_t n) const {
   return {data_.data() + off, static_cast<size_t>(std::min<uint64_t>(n, data_.size()))};
 }
 
-Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_bytes, CodecKind codec) {
-  Config c;
-  c.source = "<spillway bench>";
+TierConfig BenchHostTier(uint64_t capacity) {
   TierConfig host;
   host.name = "host";
   host.kind = TierKind::kHost;
-  host.capacity_bytes = host_bytes;
-  host.capacity_text = std::to_string(host_bytes);
+  host.capacity_bytes = capacity;
+  host.capacity_text = std::to_string(capacity);
   host.pinned = false;
+  return host;
+}
+
+Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_bytes, CodecKind codec) {
+  Config c;
+  c.source = "<spillway bench>";
+  TierConfig host = BenchHostTier(host_bytes);
   TierConfig file;
   file.name = "file";
   file.kind = TierKind::kFile;

@@ -157,6 +157,9 @@ class DataPool {
   std::vector<std::byte> data_;
 };
 
+// A host tier named "host" of `capacity` bytes, plain malloc (not pinned).
+TierConfig BenchHostTier(uint64_t capacity);
+
 // A host -> file chain for the spill sections: host tier of `host_bytes`
 // (not pinned), file tier in `dir` of `file_bytes` with `codec`, O_DIRECT,
 // queue depth 32, io_uring (POSIX fallback logged by the engine).

@@ -35,13 +35,7 @@ constexpr size_t kMemKeyBytes = 16;
 Config HostOnly(uint64_t capacity) {
   Config c;
   c.source = "<spillway bench>";
-  TierConfig host;
-  host.name = "host";
-  host.kind = TierKind::kHost;
-  host.capacity_bytes = capacity;
-  host.capacity_text = std::to_string(capacity);
-  host.pinned = false;
-  c.tiers.push_back(std::move(host));
+  c.tiers.push_back(BenchHostTier(capacity));
   return c;
 }
 
