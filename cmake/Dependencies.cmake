@@ -62,7 +62,10 @@ endif()
 function(spillway_component name)
   add_library(spillway_${name} STATIC ${ARGN})
   add_library(spillway::${name} ALIAS spillway_${name})
+  # Public headers: #include "spillway/engine.h" (include/); internal headers:
+  # "tiers/tier.h" (the source root, never installed).
   target_include_directories(spillway_${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<INSTALL_INTERFACE:include/spillway>)
+    $<INSTALL_INTERFACE:include>)
 endfunction()

@@ -1,19 +1,17 @@
-# `cmake --install` puts headers under include/spillway, the static libraries,
-# and a CMake package so outside projects can:
+# `cmake --install` puts the public headers (include/spillway/*.h, nothing
+# internal), the static libraries, and a CMake package so outside projects can:
 #   find_package(spillway REQUIRED)
 #   target_link_libraries(app PRIVATE spillway::spillway)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS spillway_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(dir engine tiers tiers/io codecs config)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spillway/${dir}
-          FILES_MATCHING PATTERN "*.h" PATTERN "io" EXCLUDE)
-endforeach()
-install(TARGETS spillway spillway_engine spillway_tiers spillway_codecs spillway_config
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/spillway/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spillway
+        FILES_MATCHING PATTERN "*.h")
+install(TARGETS spillway spillway_engine spillway_config spillway_tiers spillway_codecs spillway_base
         EXPORT spillwayTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spillway)
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT spillwayTargets NAMESPACE spillway:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/spillway)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/spillwayConfig.cmake.in
   ${PROJECT_BINARY_DIR}/spillwayConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/spillway)

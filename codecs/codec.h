@@ -12,8 +12,8 @@
 #include <memory>
 #include <span>
 
-#include "config/config.h"
-#include "engine/status.h"
+#include "spillway/config.h"
+#include "spillway/status.h"
 
 namespace spillway {
 

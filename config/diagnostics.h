@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 
 namespace spillway {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "spillway/config.h"
 #include "config/diagnostics.h"
 #include "config/expand.h"
 #include "config/node.h"
-#include "config/units.h"
+#include "base/units.h"
 
 namespace spillway {
 

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "config/fs_probe.h"
-#include "config/units.h"
+#include "base/units.h"
 
 namespace spillway {
 namespace {

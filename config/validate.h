@@ -5,9 +5,9 @@
 #include <map>
 #include <string>
 
-#include "config/config.h"
+#include "spillway/config.h"
 #include "config/diagnostics.h"
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 
 namespace spillway {
 

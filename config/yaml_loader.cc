@@ -1,7 +1,7 @@
 // The YAML front end: the only file that includes yaml-cpp. It turns the
 // document into ConfigNodes, picks the profile, and runs the schema reader
 // and the checks over each chain. yaml-cpp's exceptions stop here.
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

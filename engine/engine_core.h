@@ -13,15 +13,15 @@
 #include <memory>
 #include <vector>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "engine/event_log.h"
 #include "engine/eviction_policy.h"
 #include "engine/metrics_dumper.h"
 #include "engine/object_index.h"
-#include "engine/striped_counter.h"
+#include "base/striped_counter.h"
 #include "tiers/host_tier.h"
-#include "tiers/worker_pool.h"
-#include "tiers/io/file_io.h"
+#include "base/worker_pool.h"
+#include "spillway/file_io.h"
 
 namespace spillway::internal {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
 #include "tiers/cuda_runtime.h"

@@ -27,8 +27,8 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.h"
-#include "engine/status.h"
+#include "spillway/config.h"
+#include "spillway/status.h"
 
 namespace spillway {
 

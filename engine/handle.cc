@@ -1,5 +1,5 @@
 // Handle: the pin on an object; releasing it lets the engine move or free it.
-#include "engine/handle.h"
+#include "spillway/handle.h"
 
 #include "engine/engine_core.h"
 #include "tiers/blob.h"

@@ -18,8 +18,8 @@
 #include <string>
 #include <thread>
 
-#include "engine/stats.h"
-#include "engine/status.h"
+#include "spillway/stats.h"
+#include "spillway/status.h"
 
 namespace spillway {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/stats.h"
+#include "spillway/stats.h"
 
 namespace spillway {
 

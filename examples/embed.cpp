@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "engine/stats_export.h"
 
 namespace {

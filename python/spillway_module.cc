@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "config/yaml_loader.h"
-#include "engine/engine.h"
+#include "spillway/config_loader.h"
+#include "spillway/engine.h"
 #include "engine/stats_export.h"
 
 namespace py = pybind11;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 
 namespace spillway::cuda {
 namespace {

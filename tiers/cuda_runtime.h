@@ -21,7 +21,7 @@
 #include <span>
 #include <string>
 
-#include "engine/status.h"
+#include "spillway/status.h"
 
 namespace spillway::cuda {
 

@@ -29,7 +29,7 @@
 #include "tiers/host_tier.h"
 #include "tiers/segment.h"
 #include "tiers/tier.h"
-#include "tiers/worker_pool.h"
+#include "base/worker_pool.h"
 
 namespace spillway {
 

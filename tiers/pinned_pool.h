@@ -31,7 +31,7 @@
 #include <thread>
 #include <utility>
 
-#include "engine/status.h"
+#include "spillway/status.h"
 #include "tiers/host_tier.h"
 
 namespace spillway {

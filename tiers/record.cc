@@ -17,7 +17,7 @@
 #include <functional>
 #include <optional>
 
-#include "codecs/task_pool.h"
+#include "base/task_pool.h"
 
 namespace spillway {
 namespace {

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "engine/status.h"
+#include "spillway/status.h"
 
 namespace spillway {
 

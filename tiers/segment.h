@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 
 namespace spillway {
 

@@ -21,8 +21,8 @@
 #include <functional>
 #include <string>
 
-#include "engine/status.h"
-#include "tiers/io/file_io.h"
+#include "spillway/status.h"
+#include "spillway/file_io.h"
 #include "tiers/record.h"
 
 namespace spillway {

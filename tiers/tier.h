@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/status.h"
+#include "spillway/config.h"
+#include "spillway/status.h"
 #include "tiers/blob.h"
 #include "tiers/record.h"
 

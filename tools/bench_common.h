@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "spillway/config.h"
 
 namespace spillway::cli::bench {
 

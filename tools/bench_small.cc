@@ -22,7 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "tools/bench_common.h"
 
 namespace spillway::cli::bench {

@@ -20,11 +20,11 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "codecs/codec.h"
 #include "engine/stats_export.h"
 #include "tiers/file_tier.h"
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 #include "tools/bench_common.h"
 
 namespace spillway::cli::bench {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "engine/stats_export.h"
 #include "tools/command.h"
 #include "tools/pattern.h"

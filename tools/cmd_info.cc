@@ -14,10 +14,10 @@
 #include <string>
 
 #include "config/fs_probe.h"
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 #include "engine/stats_export.h"
 #include "tiers/cuda_runtime.h"
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 #include "tools/command.h"
 
 namespace spillway::cli {

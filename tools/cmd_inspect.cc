@@ -34,8 +34,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "config/units.h"
-#include "tiers/io/file_io.h"
+#include "base/units.h"
+#include "spillway/file_io.h"
 #include "tiers/record.h"
 #include "tiers/segment.h"
 #include "tiers/segment_scan.h"

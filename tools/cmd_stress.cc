@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "config/yaml_loader.h"
-#include "engine/engine.h"
+#include "spillway/config_loader.h"
+#include "spillway/engine.h"
 #include "engine/stats_export.h"
 #include "tiers/io/fault_file_io.h"
 #include "tools/command.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "config/units.h"
-#include "config/yaml_loader.h"
+#include "base/units.h"
+#include "spillway/config_loader.h"
 #include "tools/command.h"
 
 namespace spillway::cli {

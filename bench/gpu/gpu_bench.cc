@@ -28,12 +28,12 @@
 #include <thread>
 #include <vector>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 #include "tiers/cuda_runtime.h"
 #include "tiers/file_tier.h"
 #include "tiers/gpu_tier.h"
 #include "tiers/host_tier.h"
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 #include "tiers/pinned_pool.h"
 
 namespace spillway {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "codecs/task_pool.h"
+#include "base/task_pool.h"
 #include "test_util.h"
 
 namespace spillway {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 
 namespace spillway::testing {
 

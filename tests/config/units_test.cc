@@ -1,7 +1,7 @@
 // Sizes: parsing every accepted form, rejecting the rest, and formatting.
 #include <doctest/doctest.h>
 
-#include "config/units.h"
+#include "base/units.h"
 
 namespace spillway {
 namespace {

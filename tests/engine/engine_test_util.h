@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/engine.h"
+#include "spillway/config.h"
+#include "spillway/engine.h"
 #include "test_util.h"
 
 namespace spillway::testing {

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "config/expand.h"
-#include "config/units.h"
-#include "config/yaml_loader.h"
+#include "base/units.h"
+#include "spillway/config_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (64u << 10)) return 0;

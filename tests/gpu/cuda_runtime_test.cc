@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "config/yaml_loader.h"
+#include "spillway/config_loader.h"
 #include "gpu_test_util.h"
 #include "test_util.h"
 

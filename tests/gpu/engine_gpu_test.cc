@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "../engine/engine_test_util.h"
-#include "engine/engine.h"
+#include "spillway/engine.h"
 
 using namespace spillway;
 using namespace spillway::testing;

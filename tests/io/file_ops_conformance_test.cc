@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "test_util.h"
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 
 namespace spillway {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "crash_workload.h"
-#include "engine/engine.h"
+#include "spillway/engine.h"
 
 using namespace spillway;
 

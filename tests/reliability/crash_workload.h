@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "config/config.h"
+#include "spillway/config.h"
 #include "tools/pattern.h"
 
 namespace spillway::crash {

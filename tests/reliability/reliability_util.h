@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "spillway/engine.h"
 #include "tiers/io/fault_file_io.h"
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 #include "tiers/record.h"
 #include "tiers/segment.h"
 #include "../engine/engine_test_util.h"

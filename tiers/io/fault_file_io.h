@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 
 namespace spillway {
 

@@ -1,6 +1,6 @@
 // FileIo's non-virtual conveniences (Read, Write) and the factory that picks
 // an implementation: io_uring where the kernel allows it, POSIX otherwise.
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 
 #include <cstdio>
 #include <mutex>

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tiers/io/file_io.h"
+#include "spillway/file_io.h"
 
 namespace spillway::io_internal {
 

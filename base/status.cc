@@ -1,4 +1,4 @@
-#include "engine/status.h"
+#include "spillway/status.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Names of the config enums, as spelled in YAML files and printed in messages.
-#include "config/config.h"
+#include "spillway/config.h"
 
 #include <array>
 #include <utility>

@@ -4,7 +4,7 @@
 // an atomic counter, so the caller and any number of workers can claim work
 // from it without the lock; the lock only guards the queue itself. Workers
 // start lazily, on the first ParallelFor, and are joined at exit.
-#include "codecs/task_pool.h"
+#include "base/task_pool.h"
 
 #include <algorithm>
 #include <atomic>

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/status.h"
+#include "spillway/config.h"
+#include "spillway/status.h"
 
 namespace spillway {
 

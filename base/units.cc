@@ -1,5 +1,5 @@
 // Parsing and formatting of sizes; see units.h for the accepted forms.
-#include "config/units.h"
+#include "base/units.h"
 
 #include <array>
 #include <cctype>

@@ -20,10 +20,10 @@
 #include <string_view>
 #include <vector>
 
-#include "config/config.h"
-#include "engine/handle.h"
-#include "engine/stats.h"
-#include "engine/status.h"
+#include "spillway/config.h"
+#include "spillway/handle.h"
+#include "spillway/stats.h"
+#include "spillway/status.h"
 
 namespace spillway {
 
