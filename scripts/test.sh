@@ -22,13 +22,13 @@ bash scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBU
   -DSPILLWAY_SANITIZE=address,undefined -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-  ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900 -E "^(bench|python|install)/"
+  ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900 -E "^(tools/bench_quick_test|python/|install/)"
 
 echo "== stage 3: concurrency tests under ThreadSanitizer"
-SPILLWAY_TARGETS="spillway_cli spillway_test_engine spillway_test_io spillway_test_codecs" \
+SPILLWAY_TARGETS="spillway_cli spillway_test_engine spillway_test_tiers spillway_test_codecs spillway_test_base" \
   bash scripts/build.sh build-tsan -DSPILLWAY_SANITIZE=thread -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-ctest --test-dir build-tsan --output-on-failure -R "^(engine|io|codecs)/.*(concurren|thread|[Pp]arallel)" --timeout 900
+ctest --test-dir build-tsan --output-on-failure -R "^(engine|tiers|codecs|base)/.*(concurren|thread|[Pp]arallel|ThreadPool|TaskGroup)" --timeout 900
 # the stress tool under TSan: 4 threads racing on a spilling chain
 tsan_dir="$(mktemp -d /var/tmp/spillway-tsan-XXXXXX)"
 cat > "$tsan_dir/chain.yaml" <<YAML

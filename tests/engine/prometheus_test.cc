@@ -15,7 +15,7 @@
 #include <set>
 #include <sstream>
 
-#include "../engine/engine_test_util.h"
+#include "engine_test_util.h"
 #include "engine/stats_export.h"
 
 using namespace spillway;

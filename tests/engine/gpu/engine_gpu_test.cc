@@ -2,11 +2,11 @@
 // larger than the gpu tier are stored and read back verified, Acquire pins,
 // allocation failure demotes, managed mode, and device pressure from outside
 // the engine. Skips visibly without a GPU.
-#include "gpu_test_util.h"
+#include "tiers/gpu/gpu_test_util.h"
 
 #include <filesystem>
 
-#include "../engine/engine_test_util.h"
+#include "engine/engine_test_util.h"
 #include "spillway/engine.h"
 
 using namespace spillway;

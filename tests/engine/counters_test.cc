@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "../engine/engine_test_util.h"
+#include "engine_test_util.h"
 #include "engine/stats_export.h"
 
 using namespace spillway;
