@@ -300,7 +300,8 @@ void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& optio
 void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& sink,
                   std::map<std::string, PathProbe>* probes) {
   const uint64_t physical = PhysicalMemoryBytes();
-  const std::vector<uint64_t>& gpus = options.gpu.device_total_bytes;
+  const GpuProbe gpu = options.gpu ? *options.gpu : DetectGpus();
+  const std::vector<uint64_t>& gpus = gpu.device_total_bytes;
   std::vector<bool> drop(config->tiers.size(), false);
   for (size_t i = 0; i < config->tiers.size(); ++i) {
     TierConfig& t = config->tiers[i];
@@ -309,7 +310,7 @@ void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& si
     std::string of;
     if (t.kind == TierKind::kGpu) {
       std::string problem, field;
-      if (!options.gpu.built_with_cuda) {
+      if (!gpu.built_with_cuda) {
         problem = "gpu tier '" + t.name + "' needs CUDA, but spillway was built without CUDA";
         field = f + ".kind";
       } else if (t.device < 0 || static_cast<size_t>(t.device) >= gpus.size()) {

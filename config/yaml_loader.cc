@@ -17,6 +17,7 @@
 #include "config/node.h"
 #include "config/schema.h"
 #include "config/validate.h"
+#include "tiers/cuda_runtime.h"
 
 namespace spillway {
 namespace {
@@ -25,7 +26,6 @@ constexpr size_t kMaxNodes = 100000;  // aliases can make a small file expand en
 constexpr int kMaxDepth = 64;         // deeper than any valid config
 constexpr size_t kMaxFileBytes = 16u << 20;
 
-std::atomic<GpuProbeFn> g_gpu_provider{nullptr};
 
 class NodeConverter {
  public:
@@ -162,14 +162,10 @@ void Resolve(const ConfigNode& root, const LoadOptions& options, DiagnosticSink&
 
 }  // namespace
 
-void SetGpuProbeProvider(GpuProbeFn provider) { g_gpu_provider.store(provider); }
-
-GpuProbe DefaultGpuProbe() {
-  if (GpuProbeFn provider = g_gpu_provider.load()) return provider();
+GpuProbe DetectGpus() {
   GpuProbe probe;
-#ifdef SPILLWAY_HAVE_CUDA
-  probe.built_with_cuda = true;
-#endif
+  probe.built_with_cuda = cuda::BuiltWithCuda();
+  probe.device_total_bytes = cuda::VisibleDeviceTotalBytes();
   return probe;
 }
 

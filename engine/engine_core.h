@@ -20,7 +20,7 @@
 #include "engine/object_index.h"
 #include "base/striped_counter.h"
 #include "tiers/host_tier.h"
-#include "base/worker_pool.h"
+#include "base/thread_pool.h"
 #include "spillway/file_io.h"
 
 namespace spillway::internal {
@@ -113,7 +113,7 @@ class EngineCore final : public Engine {
   // Page-locked pool for host tiers when CUDA and a GPU are present; declared
   // before tiers_ so it outlives every blob the tiers hold.
   std::unique_ptr<HostAllocator> host_alloc_;
-  std::unique_ptr<WorkerPool> prefetch_pool_;
+  std::unique_ptr<ThreadPool> prefetch_pool_;
   std::vector<std::unique_ptr<Tier>> tiers_;
   ObjectIndex index_;
   std::unique_ptr<EvictionPolicy> policy_;

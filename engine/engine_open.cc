@@ -12,11 +12,9 @@
 namespace spillway {
 
 StatusOr<std::unique_ptr<Engine>> Engine::Open(const Config& config, const EngineOptions& options) {
-  cuda::RegisterCudaGpuProbe();
   LoadOptions lo;
   lo.check_filesystem = true;
   lo.create_dirs = true;
-  lo.gpu = DefaultGpuProbe();
   // Resolves percentages, drops unusable optional tiers, and checks the rest.
   Config resolved = config;
   std::vector<Diagnostic> diags = FinalizeConfig(resolved, lo);
@@ -31,10 +29,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Open(const Config& config, const Engin
 }
 
 StatusOr<std::unique_ptr<Engine>> Engine::OpenFile(const std::string& path, const EngineOptions& options) {
-  cuda::RegisterCudaGpuProbe();
   LoadOptions lo;
   lo.profile = options.profile;
-  lo.gpu = DefaultGpuProbe();
   LoadResult r = LoadConfigFile(path, lo);
   if (!r.ok()) return Status::InvalidArgument("invalid configuration " + path + ":\n" + r.Summary());
   return Open(r.config, options);
@@ -54,7 +50,7 @@ Status EngineCore::Init() {
   policy_ = std::make_unique<EvictionPolicy>(n);
 
   SPILLWAY_RETURN_IF_ERROR(OpenGpuSupport());
-  prefetch_pool_ = std::make_unique<WorkerPool>(2);
+  prefetch_pool_ = std::make_unique<ThreadPool>(2);
 
   std::unordered_map<int, FileIo*> io_by_engine;
   auto io_for = [&](IoEngine kind) -> FileIo* {

@@ -1,6 +1,6 @@
-// Renders EngineStats for people (a table), programs (JSON) and Prometheus
-// (text exposition format 0.0.4). docs/observability.md lists every metric,
-// its labels and its meaning; keep the two in step.
+// Helpers behind the exporters declared in spillway/stats.h (the table, JSON
+// and Prometheus renderings): byte and latency formatting, quantiles, label
+// escaping. docs/observability.md lists every metric; keep the two in step.
 #pragma once
 
 #include <string>
@@ -9,19 +9,6 @@
 #include "spillway/stats.h"
 
 namespace spillway {
-
-// Human-readable per-tier and per-boundary tables and a summary line.
-std::string FormatStatsTable(const EngineStats& stats);
-
-// One JSON object: {"tiers": [...], "boundaries": [...], "objects": ..., "puts": ...}.
-// indent < 0: one line.
-std::string StatsToJson(const EngineStats& stats, int indent = -1);
-
-// Prometheus text format: metric names prefixed "spillway_", # HELP and
-// # TYPE before each family, tier series labelled {tier, kind}, boundary
-// series labelled {from, to, direction}, move latency as a histogram in
-// seconds. Label values are escaped, so any tier name is safe.
-std::string StatsToPrometheus(const EngineStats& stats);
 
 // "1.50 GiB"
 std::string HumanBytes(double bytes);

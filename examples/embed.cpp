@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "spillway/engine.h"
-#include "engine/stats_export.h"
 
 namespace {
 

@@ -277,7 +277,6 @@ std::unique_ptr<PyEngine> OpenFromText(const std::string& text, const std::strin
                                        bool background_mover, bool from_file) {
   LoadOptions lo;
   lo.profile = profile;
-  lo.gpu = DefaultGpuProbe();
   EngineOptions eo;
   eo.profile = profile;
   eo.background_mover = background_mover;

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "spillway/config_loader.h"
 
 namespace spillway::cuda {
 namespace {
@@ -245,23 +244,21 @@ void LoadKernel() {
   });
 }
 
-// GpuProbe provider for config/yaml_loader.h.
-GpuProbe ProbeDevices() {
-  GpuProbe p;
-  p.built_with_cuda = true;
+}  // namespace
+
+std::vector<uint64_t> VisibleDeviceTotalBytes() {
+  std::vector<uint64_t> out;
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
-    return p;
+    return out;
   }
   for (int d = 0; d < n; ++d) {
     auto total = DeviceTotalBytes(d);
-    p.device_total_bytes.push_back(total.ok() ? *total : 0);
+    out.push_back(total.ok() ? *total : 0);
   }
-  return p;
+  return out;
 }
-
-}  // namespace
 
 bool BuiltWithCuda() { return true; }
 
@@ -656,6 +653,5 @@ Status PrefetchAsync(const void* p, uint64_t bytes, int location, const Stream& 
   return Status::OK();
 }
 
-void RegisterCudaGpuProbe() { SetGpuProbeProvider(&ProbeDevices); }
 
 }  // namespace spillway::cuda

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "spillway/status.h"
 
@@ -203,10 +204,8 @@ Status PrefetchAsync(const void* p, uint64_t bytes, int location, const Stream& 
 
 // ---- configuration -------------------------------------------------------------
 
-// Registers with config/yaml_loader.h the provider of GpuProbe (built with
-// CUDA, each device's total memory) used by DefaultGpuProbe. Idempotent;
-// a no-op in a build without CUDA. Call before loading a config (Engine::Open,
-// the CLI).
-void RegisterCudaGpuProbe();
+// Total memory of every visible device, in device order; empty without CUDA,
+// without a driver or without devices (config's DetectGpus reads this).
+std::vector<uint64_t> VisibleDeviceTotalBytes();
 
 }  // namespace spillway::cuda

@@ -85,7 +85,7 @@ Status HostUnregister(void*) { return NoCuda(); }
 StatusOr<void*> MallocManaged(int, uint64_t) { return NoCuda(); }
 Status PrefetchAsync(const void*, uint64_t, int, const Stream&) { return NoCuda(); }
 
-void RegisterCudaGpuProbe() {}
+std::vector<uint64_t> VisibleDeviceTotalBytes() { return {}; }
 
 }  // namespace spillway::cuda
 

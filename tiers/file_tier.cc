@@ -120,40 +120,6 @@ class FileTier::PieceBuffers {
   size_t made_ = 0;
 };
 
-namespace {
-
-// The pieces of one streamed record in flight: the writer waits for them all
-// before it writes the header or gives up.
-class PieceTracker {
- public:
-  void Add() {
-    std::lock_guard<std::mutex> l(mu_);
-    ++inflight_;
-  }
-  void Done(Status st) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!st.ok() && first_.ok()) first_ = std::move(st);
-    if (--inflight_ == 0) cv_.notify_all();
-  }
-  bool failed() {
-    std::lock_guard<std::mutex> l(mu_);
-    return !first_.ok();
-  }
-  Status Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return inflight_ == 0; });
-    return first_;
-  }
-
- private:
-  std::mutex mu_;  // guards inflight_, first_
-  std::condition_variable cv_;
-  int inflight_ = 0;
-  Status first_;
-};
-
-}  // namespace
-
 FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc)
     : Tier(std::move(config), index), io_(io), host_alloc_(host_alloc),
       codec_(MakeCodec(this->config().codec)) {
@@ -164,10 +130,10 @@ FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host
   }
   // Four workers per stripe: slabs encode while others are written, and the
   // in-flight writes of all workers together reach the queue depth.
-  pool_ = std::make_unique<WorkerPool>(std::max<size_t>(4, 4 * stripes_.size()));
+  pool_ = std::make_unique<ThreadPool>(std::max<size_t>(4, 4 * stripes_.size()));
   pieces_ = std::make_unique<PieceBuffers>();
-  piece_pool_ = std::make_unique<WorkerPool>(kPieceWriters);
-  punch_pool_ = std::make_unique<WorkerPool>(1);
+  piece_pool_ = std::make_unique<ThreadPool>(kPieceWriters);
+  punch_pool_ = std::make_unique<ThreadPool>(1);
 }
 
 FileTier::~FileTier() {
@@ -387,7 +353,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, 1, &seg, &base));
   const uint32_t depth = std::max<uint32_t>(1, config().io.queue_depth / kPieceWriters);
   const uint64_t block = config().io.block_bytes;
-  PieceTracker tracker;
+  TaskGroup tracker;
   for (uint64_t pos = kIoAlign; pos < len && !tracker.failed(); pos += kPieceBytes) {
     const uint64_t n = std::min(kPieceBytes, len - pos);
     std::byte* buf = pieces_->Acquire();  // waits while every buffer is on the disk

@@ -29,7 +29,7 @@
 #include "tiers/host_tier.h"
 #include "tiers/segment.h"
 #include "tiers/tier.h"
-#include "base/worker_pool.h"
+#include "base/thread_pool.h"
 
 namespace spillway {
 
@@ -113,10 +113,10 @@ class FileTier : public Tier {
   std::vector<std::unique_ptr<Stripe>> stripes_;
   std::atomic<uint32_t> next_stripe_{0};
   std::atomic<uint64_t> sequence_{1};
-  std::unique_ptr<WorkerPool> pool_;        // slab writes (they may wait on piece_pool_)
+  std::unique_ptr<ThreadPool> pool_;        // slab writes (they may wait on piece_pool_)
   std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
-  std::unique_ptr<WorkerPool> piece_pool_;  // writes one streamed piece each; never waits on a task
-  std::unique_ptr<WorkerPool> punch_pool_;  // one thread: hole punching off the caller's path
+  std::unique_ptr<ThreadPool> piece_pool_;  // writes one streamed piece each; never waits on a task
+  std::unique_ptr<ThreadPool> punch_pool_;  // one thread: hole punching off the caller's path
   std::atomic<size_t> queued_punches_{0};
   bool direct_io_ = true;
   std::once_flag buffered_warning_;

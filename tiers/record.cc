@@ -17,7 +17,7 @@
 #include <functional>
 #include <optional>
 
-#include "base/task_pool.h"
+#include "base/thread_pool.h"
 
 namespace spillway {
 namespace {

@@ -213,7 +213,6 @@ void PrintConfig(const json& c) {
 }
 
 int RunInfo(const InfoArgs& args) {
-  cuda::RegisterCudaGpuProbe();  // gpu tiers and "80%" capacities resolve against real devices
   json out;
   out["machine"] = MachineInfo();
   int rc = 0;
@@ -227,7 +226,6 @@ int RunInfo(const InfoArgs& args) {
     lo.profile = args.profile;
     lo.check_filesystem = true;
     lo.create_dirs = false;  // info only looks
-    lo.gpu = DefaultGpuProbe();
     LoadResult r = LoadConfigString(*text, args.file, lo);
     out["config"] = ConfigInfo(r);
     if (!r.ok()) rc = 1;

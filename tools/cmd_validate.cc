@@ -202,7 +202,6 @@ int RunValidate(const ValidateArgs& args) {
   options.profile = args.profile;
   options.all_profiles = true;
   options.create_dirs = args.create_dirs;
-  options.gpu = DefaultGpuProbe();
   LoadResult result = LoadConfigString(text, source, options);
   if (args.strict) {
     for (Diagnostic& w : result.warnings) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,8 +31,8 @@ struct Diagnostic {
 };
 
 // What the machine offers, for resolving percentages and checking gpu tiers.
-// Filled by the caller (the engine and CLI ask the CUDA runtime); the config
-// library itself never talks to CUDA.
+// Left unset in LoadOptions, the loader asks this machine (DetectGpus); tests
+// and tools that check a config for another machine pass their own.
 struct GpuProbe {
   bool built_with_cuda = false;
   std::vector<uint64_t> device_total_bytes;  // one entry per visible device
@@ -42,7 +43,7 @@ struct LoadOptions {
   bool check_filesystem = true; // stat/statfs/O_DIRECT probes on file tier paths
   bool create_dirs = true;      // create missing tier directories while checking
   bool all_profiles = false;    // validate: check every profile, not only the chosen one
-  GpuProbe gpu;
+  std::optional<GpuProbe> gpu;  // unset: DetectGpus()
 };
 
 // What the checks found at a file tier directory (or, when the directory does
@@ -67,13 +68,10 @@ struct LoadResult {
   std::string Summary() const;
 };
 
-// The GpuProbe the engine and CLI pass in LoadOptions::gpu. The config library
-// does not talk to CUDA: the library that does (tiers, when built with CUDA)
-// registers a provider; without one, DefaultGpuProbe reports whether this
-// build has CUDA and no devices.
-using GpuProbeFn = GpuProbe (*)();
-void SetGpuProbeProvider(GpuProbeFn provider);
-GpuProbe DefaultGpuProbe();
+// This machine's GPUs as the CUDA runtime sees them (tiers/cuda_runtime): in a
+// build without CUDA, built_with_cuda is false and there are no devices. The
+// first call starts the CUDA driver (tens of milliseconds).
+GpuProbe DetectGpus();
 
 // The whole file; NotFound or IOError name the file. Refuses files over 16 MiB.
 StatusOr<std::string> ReadConfigText(const std::string& path);

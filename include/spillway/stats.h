@@ -1,7 +1,7 @@
 // Engine statistics: a snapshot of per-tier and per-boundary counters.
 // Counters are atomics updated on the data path with no lock, so taking a
-// snapshot is cheap and always on. Exported as JSON and Prometheus text by
-// engine/stats_export.h.
+// snapshot is cheap and always on. Rendered as a table, JSON and Prometheus
+// text by the functions at the end of this file.
 #pragma once
 
 #include <cstdint>
@@ -64,5 +64,21 @@ struct EngineStats {
   uint64_t erases = 0;
   uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
 };
+
+// Renderings of EngineStats for people (a table), programs (JSON) and
+// Prometheus (text exposition format 0.0.4); docs/observability.md lists
+// every metric, its labels and its meaning.
+// Human-readable per-tier and per-boundary tables and a summary line.
+std::string FormatStatsTable(const EngineStats& stats);
+
+// One JSON object: {"tiers": [...], "boundaries": [...], "objects": ..., "puts": ...}.
+// indent < 0: one line.
+std::string StatsToJson(const EngineStats& stats, int indent = -1);
+
+// Prometheus text format: metric names prefixed "spillway_", # HELP and
+// # TYPE before each family, tier series labelled {tier, kind}, boundary
+// series labelled {from, to, direction}, move latency as a histogram in
+// seconds. Label values are escaped, so any tier name is safe.
+std::string StatsToPrometheus(const EngineStats& stats);
 
 }  // namespace spillway

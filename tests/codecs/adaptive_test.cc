@@ -1,5 +1,5 @@
 // EncodeAdaptive (sample, then compress or store raw), MakeCodec's level
-// defaults, Checksum64, thread safety of shared codecs, and ParallelFor.
+// defaults, Checksum64, and thread safety of shared codecs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "codecs/codec.h"
-#include "base/task_pool.h"
 #include "test_util.h"
 
 namespace spillway {
@@ -252,26 +251,6 @@ TEST_CASE("one codec object is safe to share between threads") {
     for (auto& th : threads) th.join();
     CHECK(failures.load() == 0);
   }
-}
-
-TEST_CASE("ParallelFor runs every index once, from many callers at once") {
-  CHECK(ParallelWidth() >= 1);
-  std::vector<std::thread> callers;
-  std::atomic<int> bad{0};
-  for (int c = 0; c < 3; ++c) {
-    callers.emplace_back([&] {
-      for (int round = 0; round < 50; ++round) {
-        std::vector<std::atomic<int>> hits(37);
-        ParallelFor(hits.size(), [&](size_t i) { hits[i].fetch_add(1); });
-        for (auto& h : hits) bad += h.load() != 1;
-      }
-    });
-  }
-  for (auto& t : callers) t.join();
-  CHECK(bad.load() == 0);
-  int calls = 0;
-  ParallelFor(0, [&](size_t) { ++calls; });
-  CHECK(calls == 0);
 }
 
 }  // namespace

@@ -39,8 +39,9 @@ std::string GpuChain(int device, bool optional) {
 
 LoadOptions WithGpus(bool built_with_cuda, std::vector<uint64_t> devices) {
   LoadOptions o = testing::NoMachine();
-  o.gpu.built_with_cuda = built_with_cuda;
-  o.gpu.device_total_bytes = std::move(devices);
+  o.gpu.emplace();
+  o.gpu->built_with_cuda = built_with_cuda;
+  o.gpu->device_total_bytes = std::move(devices);
   return o;
 }
 

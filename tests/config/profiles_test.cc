@@ -21,8 +21,9 @@ const std::string kTiers =
 
 LoadOptions Profile(const std::string& name, bool all = false) {
   LoadOptions o = testing::NoMachine();
-  o.gpu.built_with_cuda = true;
-  o.gpu.device_total_bytes = {16ull << 30};
+  o.gpu.emplace();
+  o.gpu->built_with_cuda = true;
+  o.gpu->device_total_bytes = {16ull << 30};
   o.profile = name;
   o.all_profiles = all;
   return o;

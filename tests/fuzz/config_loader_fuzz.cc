@@ -19,8 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.check_filesystem = false;
   options.create_dirs = false;
   options.all_profiles = (size % 2) == 0;
-  options.gpu.built_with_cuda = (size % 3) != 0;
-  options.gpu.device_total_bytes = {80ull << 30};
+  options.gpu.emplace();
+  options.gpu->built_with_cuda = (size % 3) != 0;
+  options.gpu->device_total_bytes = {80ull << 30};
   spillway::LoadResult result = spillway::LoadConfigString(text, "<fuzz>", options);
   for (const auto& d : result.errors) {
     if (d.line < 0 || d.column < 0) __builtin_trap();

@@ -179,8 +179,7 @@ TEST_CASE("cuda: managed memory prefetches both ways and refuses over-subscripti
 
 TEST_CASE("cuda: the config probe reports the devices") {
   SPILLWAY_REQUIRE_GPU();
-  cuda::RegisterCudaGpuProbe();
-  GpuProbe p = DefaultGpuProbe();
+  GpuProbe p = DetectGpus();
   CHECK(p.built_with_cuda);
   REQUIRE(!p.device_total_bytes.empty());
   CHECK(p.device_total_bytes[0] == *cuda::DeviceTotalBytes(0));
