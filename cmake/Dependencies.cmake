@@ -26,13 +26,20 @@ endif()
 find_package(Threads REQUIRED)
 
 # Header-only libraries (CLI11, nlohmann-json, doctest) are found by their
-# headers so a machine without their CMake packages can still build.
-find_path(SPILLWAY_CLI11_INCLUDE CLI/CLI.hpp REQUIRED)
-find_path(SPILLWAY_JSON_INCLUDE nlohmann/json.hpp REQUIRED)
-add_library(spillway::dep_cli11 INTERFACE IMPORTED GLOBAL)
-set_target_properties(spillway::dep_cli11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${SPILLWAY_CLI11_INCLUDE})
-add_library(spillway::dep_json INTERFACE IMPORTED GLOBAL)
-set_target_properties(spillway::dep_json PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${SPILLWAY_JSON_INCLUDE})
+# headers so a machine without their CMake packages can still build. Only the
+# build uses them: in the installed package (spillwayConfig.cmake sets
+# SPILLWAY_INSTALLED_PACKAGE) the targets are empty, so users of the package
+# need neither.
+if(NOT TARGET spillway::dep_json)
+  add_library(spillway::dep_cli11 INTERFACE IMPORTED GLOBAL)
+  add_library(spillway::dep_json INTERFACE IMPORTED GLOBAL)
+endif()
+if(NOT SPILLWAY_INSTALLED_PACKAGE AND NOT SPILLWAY_JSON_INCLUDE)
+  find_path(SPILLWAY_CLI11_INCLUDE CLI/CLI.hpp REQUIRED)
+  find_path(SPILLWAY_JSON_INCLUDE nlohmann/json.hpp REQUIRED)
+  set_target_properties(spillway::dep_cli11 PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${SPILLWAY_CLI11_INCLUDE})
+  set_target_properties(spillway::dep_json PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${SPILLWAY_JSON_INCLUDE})
+endif()
 
 # ---- CUDA ----------------------------------------------------------------
 set(SPILLWAY_HAVE_CUDA OFF)
