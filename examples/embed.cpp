@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "spillway/engine.h"
+#include <spillway/engine.h>
 
 namespace {
 
