@@ -298,12 +298,16 @@ def run_mode(mode, args, xp, ref, workdir):
             cls = ms.ManagedMemoryStore
             kwargs = {"device_memory_limit": args.budget, "prefetch_back": mode == "managed-prefetch"}
             res["note"] = f"managed pool capped at {fmt_bytes(cap)} of {fmt_bytes(free)} free"
-    except SkipMode as e:
+    except Exception as e:  # SkipMode: a reason to skip; anything else: the setup itself failed
         if pool is not None:
             import managed_store as ms
 
             ms.restore_default_pool(pool)
-        res["skipped"] = str(e)
+        if isinstance(e, SkipMode):
+            res["skipped"] = str(e)
+        else:
+            logging.exception("mode %s: setup failed", mode)
+            res["failed"] = f"setup: {type(e).__name__}: {e}"
         return res
 
     base = xp.device_used()
@@ -392,6 +396,13 @@ def write_report(path, args, env, results, quiet=False):
         else:
             why = r.get("skipped") or r.get("failed")
             lines.append(f"| {r['mode']} | {'skipped' if 'skipped' in r else 'FAILED'}: {why} |")
+    lines += ["", "Peak device over start: the highest cudaMemGetInfo use while the mode ran, less its use at "
+              "the start. It is not the resident set: for dask-cuda it includes CuPy's pool cache, numba's "
+              "allocations awaiting their deferred free and evicted values a task still holds; for the managed "
+              "modes it includes memory the UVM driver keeps after a host prefetch (the self-test's "
+              "device_free_gain is 0 for that reason; its GPU read timings after a host prefetch are the "
+              "evidence that the pages left). The stores' own counts are in the details below "
+              "(max_resident_bytes for managed)."]
     lines += ["", "Ratios (seconds of the other mode / seconds of this one; > 1: this one is faster):", ""]
     for a in MODES:
         for b in MODES:

@@ -43,6 +43,7 @@ import cupy
 _rt = cupy.cuda.runtime
 _MANAGED = 3  # cudaMemoryTypeManaged
 _LOCATION_HOST = 2  # cudaMemLocationTypeHost == CU_MEM_LOCATION_TYPE_HOST
+_CPU_DEVICE_ID = -1  # cudaCpuDeviceId (pre-CUDA-13 prefetch target for the host)
 
 
 # ---- allocation ------------------------------------------------------------------
@@ -94,7 +95,7 @@ class Prefetcher:
     def _candidates(self):
         if self.cuda_version < 13000:
             yield ("cupy runtime.memPrefetchAsync(cudaCpuDeviceId)",
-                   lambda: lambda ptr, n, s: _rt.memPrefetchAsync(ptr, n, _rt.cudaCpuDeviceId, s))
+                   lambda: lambda ptr, n, s: _rt.memPrefetchAsync(ptr, n, _CPU_DEVICE_ID, s))
         yield "cuda.bindings cudaMemPrefetchAsync(host location)", self._cuda_bindings
         yield "libcuda cuMemPrefetchAsync_v2(host location)", self._libcuda
 
@@ -135,22 +136,44 @@ class Prefetcher:
 
 
 def self_test(prefetcher, nbytes=64 << 20):
-    """Round-trips one managed buffer device -> host -> device; returns what was seen."""
+    """Round-trips one managed buffer device -> host -> device; returns what was seen.
+
+    cudaMemGetInfo does not show the device memory that a host prefetch frees
+    (the UVM driver keeps its chunks), so the evidence that the pages left the
+    device is the time a GPU read takes right after it (it faults them back)
+    against a read of resident pages.
+    """
     mem = cupy.cuda.malloc_managed(nbytes)
     a = cupy.ndarray((nbytes // 4,), dtype=cupy.float32, memptr=mem)
     a[...] = cupy.arange(a.size, dtype=cupy.float32)
     expect = float(a.sum(dtype=cupy.float64))
+
+    def timed_read_ms(a=a):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        total = a.sum(dtype=cupy.float64)
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end), float(total)
+
+    prefetcher.to_device(mem.ptr, nbytes)
+    resident_ms, _ = timed_read_ms()
     free0 = _rt.memGetInfo()[0]
     prefetcher.to_host(mem.ptr, nbytes)
     cupy.cuda.Device().synchronize()
     free1 = _rt.memGetInfo()[0]
+    faulting_ms, got_faulted = timed_read_ms()  # the pages come back on touch
+    prefetcher.to_host(mem.ptr, nbytes)
     prefetcher.to_device(mem.ptr, nbytes)
     got = float(a.sum(dtype=cupy.float64))
-    out = {"method": prefetcher.method, "rejected": prefetcher.rejected, "ok": got == expect,
+    out = {"method": prefetcher.method, "rejected": prefetcher.rejected,
+           "ok": got == expect and got_faulted == expect,
+           f"gpu_read_{nbytes >> 20}MiB_resident_ms": round(resident_ms, 3),
+           f"gpu_read_{nbytes >> 20}MiB_after_host_prefetch_ms": round(faulting_ms, 3),
            "device_free_gain_mib_after_host_prefetch": (free1 - free0) / 2**20}
     # What CuPy's own call does with cudaCpuDeviceId on this CUDA (see module docstring).
     try:
-        _rt.memPrefetchAsync(mem.ptr, nbytes, _rt.cudaCpuDeviceId, 0)
+        _rt.memPrefetchAsync(mem.ptr, nbytes, _CPU_DEVICE_ID, 0)
         cupy.cuda.Device().synchronize()
         out["cupy_prefetch_cpu_device_id"] = "accepted"
     except Exception as e:
