@@ -399,9 +399,9 @@ def write_report(path, args, env, results, quiet=False):
     lines += ["", "Peak device over start: the highest cudaMemGetInfo use while the mode ran, less its use at "
               "the start. It is not the resident set: for dask-cuda it includes CuPy's pool cache, numba's "
               "allocations awaiting their deferred free and evicted values a task still holds; for the managed "
-              "modes it includes memory the UVM driver keeps after a host prefetch (the self-test's "
-              "device_free_gain is 0 for that reason; its GPU read timings after a host prefetch are the "
-              "evidence that the pages left). The stores' own counts are in the details below "
+              "modes cudaMemGetInfo showed no memory freed by a host prefetch (the self-test's "
+              "device_free_gain; its GPU read timings after a host prefetch are the evidence that the "
+              "pages left). The stores' own counts are in the details below "
               "(max_resident_bytes for managed)."]
     lines += ["", "Ratios (seconds of the other mode / seconds of this one; > 1: this one is faster):", ""]
     for a in MODES:
