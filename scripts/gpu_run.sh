@@ -67,8 +67,10 @@ remote_python() {
 
   if [ "${SPILLWAY_PY_BUILD:-1}" != 0 ]; then
     echo "== Python: building the module for $("$py" -V 2>&1) in $build"
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
     {
-      cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DSPILLWAY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DSPILLWAY_BUILD_TESTS=OFF \
         -DPython3_EXECUTABLE="$(command -v "$py")" -DCMAKE_PREFIX_PATH="$pydeps/native" &&
       cmake --build "$build" -j "$(nproc)" --target spillway_python &&
