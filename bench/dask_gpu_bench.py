@@ -403,11 +403,12 @@ def write_report(path, args, env, results, quiet=False):
               "device_free_gain; its GPU read timings after a host prefetch are the evidence that the "
               "pages left). The stores' own counts are in the details below "
               "(max_resident_bytes for managed)."]
-    lines += ["", "Ratios (seconds of the other mode / seconds of this one; > 1: this one is faster):", ""]
+    lines += ["", "Ratios, end to end (the slower mode's seconds / the faster one's):", ""]
     for a in MODES:
         for b in MODES:
-            if a != b and a in done and b in done and MODES.index(a) < MODES.index(b):
-                lines.append(f"- {a} vs {b}: {done[b]['total'] / done[a]['total']:.2f}x")
+            if a in done and b in done and MODES.index(a) < MODES.index(b):
+                fast, slow = sorted((a, b), key=lambda m: done[m]["total"])
+                lines.append(f"- {fast} is {done[slow]['total'] / done[fast]['total']:.2f}x faster than {slow}")
     lines += ["", "Targets (issue 15): (a) spillway >= 3x dask-cuda and >= 2x managed, end to end."]
     if "spillway" in done:
         for peer, want in (("dask-cuda", 3.0), ("managed", 2.0)):

@@ -31,7 +31,8 @@ What carries over as upstream has it, on purpose:
   __getitem__): the worker's `key in data` when it releases a key therefore
   unspills a spilled value first, as it does under dask-cuda.
 Left out: cuDF's own spilling (`is_spillable_object`, no cuDF here) and the
-logging buffer (LoggedBuffer); spill counters and timers are added instead.
+logging buffer (LoggedBuffer); spill counters and timers are added instead
+(device<->host: the copies alone; host<->disk: serialization and file I/O).
 """
 from __future__ import annotations
 
@@ -111,6 +112,25 @@ class SpillCounters:
             return {k: {"objects": n, "bytes": b, "seconds": s} for k, (n, b, s) in self.data.items()}
 
 
+class _TimedFunc(Func):
+    """zict.Func whose moves are timed whole: serialize + file write, file read + deserialize."""
+
+    def __init__(self, counters, dump, load, d):
+        super().__init__(dump, load, d)
+        self._counters = counters
+
+    def __setitem__(self, key, value):
+        t = perf_counter()
+        super().__setitem__(key, value)
+        self._counters.add("host->disk", safe_sizeof(value), perf_counter() - t)
+
+    def __getitem__(self, key):
+        t = perf_counter()
+        value = super().__getitem__(key)
+        self._counters.add("disk->host", safe_sizeof(value), perf_counter() - t)
+        return value
+
+
 class DeviceHostFile(ZictBase):
     """Worker.data mapping: device LRU -> host LRU -> zict File (see module docstring).
 
@@ -133,9 +153,10 @@ class DeviceHostFile(ZictBase):
 
         self.host_func = dict()
         compression = dask.config.get("distributed.worker.memory.spill-compression")
-        self.disk_func = Func(
-            self._timed("host->disk", lambda x: serialize_bytelist(x, compression=compression, on_error="raise")),
-            self._timed("disk->host", deserialize_bytes, size_of_result=True),
+        self.disk_func = _TimedFunc(
+            self.counters,
+            lambda x: serialize_bytelist(x, compression=compression, on_error="raise"),
+            deserialize_bytes,
             AnyKeyFile(self.disk_func_path),  # tuple keys -> str for file names
         )
         if memory_limit is None:
