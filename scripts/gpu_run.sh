@@ -40,9 +40,16 @@
 # module cannot be carried (it must match the GPU machine's Python), so it is
 # built there, in about a minute.
 #
+# Time: the C++ part takes up to about 9 minutes (its timeouts), the Python
+# part an estimated 5 at the default benchmark size (not yet run at that
+# size), so with a 10-minute limit per
+# command run them as two calls: `GPU_RUN_PYTHON=0 ... remote`, then
+# `remote-python`.
+#
 # Settings for the Python part (environment): PYTHON (python3), PYDEPS
 # (<repo>/pydeps), SPILLWAY_SRC (the source tree to build, <repo>),
-# SPILLWAY_PY_BUILD=0 (skip the module build), GPU_BENCH_ARGS (default
+# SPILLWAY_PY_BUILD=0 (skip the module build), GPU_RUN_PYTHON=0 (`remote`
+# without the Python part), GPU_BENCH_ARGS (default
 # "--budget 8GiB --scale 3"), GPU_TEST_TIMEOUT / GPU_BENCH_TIMEOUT (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -152,7 +159,9 @@ remote)
   brc=${PIPESTATUS[0]}
   echo "== gpu_bench exit code $brc"
   [ "$brc" -ne 0 ] && rc=1
-  if [ -d "${PYDEPS:-pydeps}/site" ]; then
+  if [ "${GPU_RUN_PYTHON:-1}" = 0 ]; then
+    echo "== Python part skipped (GPU_RUN_PYTHON=0)"
+  elif [ -d "${PYDEPS:-pydeps}/site" ]; then
     remote_python || rc=1
   else
     echo "== Python part skipped: no ${PYDEPS:-pydeps}/site (run scripts/fetch_gpu_pydeps.sh here first)"
