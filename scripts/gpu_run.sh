@@ -1,27 +1,116 @@
 #!/usr/bin/env bash
 # Builds the GPU tests and benchmark here, runs them on a machine with an
-# NVIDIA GPU, in one go.
+# NVIDIA GPU, in one go; and there builds the Python module for the GPU
+# machine's own Python and runs the Python GPU tests and the Dask benchmark.
 #
 #   scripts/gpu_run.sh build    on the development machine (needs nvcc, no GPU):
 #                               a statically linked build in build-gpu, the two
 #                               programs copied (debug info stripped) to
 #                               build-gpu/dist, the folder that travels.
+#                               Run scripts/fetch_gpu_pydeps.sh too (pydeps/).
 #   scripts/gpu_run.sh remote   on the GPU machine, from the repository root:
 #                               runs build-gpu/dist/* and writes the logs and
 #                               the benchmark's markdown to $OUT (default
-#                               ./gpu-out).
+#                               ./gpu-out); then, when pydeps/ is there, the
+#                               Python part below.
+#   scripts/gpu_run.sh remote-python
+#                               only the Python part, on the GPU machine:
+#                               1. dask, distributed and zict from pydeps/site
+#                                  import, and a LocalCluster sums a CuPy array;
+#                               2. the module is built for that machine's
+#                                  python3 (its cmake, g++, pybind11, CUDA;
+#                                  liburing, xxHash, CLI11 and nlohmann from
+#                                  pydeps/native) in build-py;
+#                               3. tests/python/test_gpu.py runs (pytest);
+#                               4. bench/dask_gpu_bench.py writes
+#                                  $OUT/dask-gpu.md.
+#                               Each step logs to $OUT/py-*.log; a failed step
+#                               does not stop the later ones (the bench skips
+#                               SpillwayStore by itself when the module is not
+#                               there).
 #
-# In this workplace the second step is the device tool's `run` with
-# carry ["build-gpu/dist"] and command "bash scripts/gpu_run.sh remote"; then
-# bench/results/gpu-<date>.md is written from $OUT/gpu-bench.md and
-# $OUT/tests.log. Elsewhere copy build-gpu/dist and this script to the GPU
-# machine and run the remote step there. The build is static (libstdc++,
-# cudart, yaml-cpp, liburing, zstd, lz4, xxhash) because the GPU machine may
-# lack those libraries; only glibc and the NVIDIA driver are needed there.
+# In this workplace the C++ step is the device tool's `run` with
+# carry ["build-gpu/dist", "pydeps"] and command "bash scripts/gpu_run.sh remote";
+# then bench/results/gpu-<date>.md is written from $OUT/gpu-bench.md and
+# $OUT/tests.log, and bench/results/dask-gpu-<date>.md from $OUT/dask-gpu.md.
+# Elsewhere copy those folders and the checkout to the GPU machine and run the
+# remote step there. The C++ build is static (libstdc++, cudart, yaml-cpp,
+# liburing, zstd, lz4, xxhash) because the GPU machine may lack those
+# libraries; only glibc and the NVIDIA driver are needed there. The Python
+# module cannot be carried (it must match the GPU machine's Python), so it is
+# built there, in about a minute.
+#
+# Time: the C++ part takes up to about 9 minutes (its timeouts), the Python
+# part an estimated 5 at the default benchmark size (not yet run at that
+# size), so with a 10-minute limit per
+# command run them as two calls: `GPU_RUN_PYTHON=0 ... remote`, then
+# `remote-python`.
+#
+# Settings for the Python part (environment): PYTHON (python3), PYDEPS
+# (<repo>/pydeps), SPILLWAY_SRC (the source tree to build, <repo>),
+# SPILLWAY_PY_BUILD=0 (skip the module build), GPU_RUN_PYTHON=0 (`remote`
+# without the Python part), GPU_BENCH_ARGS (default
+# "--budget 8GiB --scale 3"), GPU_TEST_TIMEOUT / GPU_BENCH_TIMEOUT (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-}"
 dist=build-gpu/dist
+
+# ---- the Python part (on the GPU machine) -----------------------------------
+remote_python() {
+  local out="${OUT:-$PWD/gpu-out}" py="${PYTHON:-python3}" repo="$PWD"
+  local pydeps src build="$PWD/build-py" prc=0 rc
+  pydeps="$(realpath "${PYDEPS:-pydeps}")"
+  src="$(realpath "${SPILLWAY_SRC:-.}")"
+  mkdir -p "$out"
+  export PYTHONPATH="$pydeps/site:$build/python${PYTHONPATH:+:$PYTHONPATH}"
+  export SPILLWAY_TEST_DIR="${SPILLWAY_TEST_DIR:-/var/tmp}"
+
+  echo "== Python: imports and a LocalCluster CuPy sum"
+  timeout 120 "$py" scripts/gpu_dask_check.py 2>&1 | tee "$out/py-dask.log"
+  rc=${PIPESTATUS[0]}
+  echo "== dask check exit code $rc" | tee -a "$out/py-dask.log"
+  [ "$rc" -ne 0 ] && prc=1
+
+  if [ "${SPILLWAY_PY_BUILD:-1}" != 0 ]; then
+    echo "== Python: building the module for $("$py" -V 2>&1) in $build"
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    {
+      cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSPILLWAY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DSPILLWAY_BUILD_TESTS=OFF \
+        -DPython3_EXECUTABLE="$(command -v "$py")" -DCMAKE_PREFIX_PATH="$pydeps/native" &&
+      cmake --build "$build" -j "$(nproc)" --target spillway_python &&
+      (cd /tmp && "$py" -c "import spillway, sys; print('import spillway OK:', spillway.__file__)")
+    } >"$out/py-build.log" 2>&1
+    rc=$?
+    tail -15 "$out/py-build.log"
+    echo "== module build exit code $rc" | tee -a "$out/py-build.log"
+    [ "$rc" -ne 0 ] && prc=1
+  fi
+
+  echo "== Python GPU tests"
+  if ! (cd /tmp && "$py" -c "import spillway" >/dev/null 2>&1); then
+    echo "== test_gpu.py NOT RUN: the spillway module does not import here (see py-build.log)" |
+      tee "$out/py-tests.log"
+    prc=1
+  else
+    (cd "$repo" && timeout "${GPU_TEST_TIMEOUT:-200}" "$py" -m pytest -v -rs -p no:cacheprovider \
+      tests/python/test_gpu.py) 2>&1 | tee "$out/py-tests.log"
+    rc=${PIPESTATUS[0]}
+    echo "== test_gpu.py exit code $rc" | tee -a "$out/py-tests.log"
+    [ "$rc" -ne 0 ] && prc=1
+  fi
+
+  echo "== Dask GPU benchmark"
+  # shellcheck disable=SC2086  # GPU_BENCH_ARGS is a list of options
+  timeout "${GPU_BENCH_TIMEOUT:-400}" "$py" bench/dask_gpu_bench.py ${GPU_BENCH_ARGS:---budget 8GiB --scale 3} \
+    --out "$out/dask-gpu.md" 2>&1 | tee "$out/py-bench.log"
+  rc=${PIPESTATUS[0]}
+  echo "== dask_gpu_bench exit code $rc" | tee -a "$out/py-bench.log"
+  [ "$rc" -ne 0 ] && prc=1
+  return $prc
+}
 
 case "$mode" in
 build)
@@ -37,6 +126,10 @@ build)
   echo "== shared libraries the programs need (expect only glibc's):"
   ldd "$dist/spillway_test_gpu" || true
   du -sh "$dist"
+  ;;
+remote-python)
+  remote_python
+  exit $?
   ;;
 remote)
   out="${OUT:-$PWD/gpu-out}"
@@ -66,10 +159,17 @@ remote)
   brc=${PIPESTATUS[0]}
   echo "== gpu_bench exit code $brc"
   [ "$brc" -ne 0 ] && rc=1
+  if [ "${GPU_RUN_PYTHON:-1}" = 0 ]; then
+    echo "== Python part skipped (GPU_RUN_PYTHON=0)"
+  elif [ -d "${PYDEPS:-pydeps}/site" ]; then
+    remote_python || rc=1
+  else
+    echo "== Python part skipped: no ${PYDEPS:-pydeps}/site (run scripts/fetch_gpu_pydeps.sh here first)"
+  fi
   exit $rc
   ;;
 *)
-  echo "usage: scripts/gpu_run.sh build|remote" >&2
+  echo "usage: scripts/gpu_run.sh build|remote|remote-python" >&2
   exit 2
   ;;
 esac
