@@ -427,7 +427,7 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
         group.Done();
       });
     }
-    group.Wait();
+    (void)group.Wait();  // each slab keeps its own status, checked below
   }
   Status first_error;
   for (auto& sl : slabs) {
