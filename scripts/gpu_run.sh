@@ -118,11 +118,12 @@ build)
   cmake -S . -B build-gpu -G Ninja -DSPILLWAY_STATIC_DEPS=ON -DSPILLWAY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DSPILLWAY_BUILD_PYTHON=OFF \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  ninja -C build-gpu -j "${SPILLWAY_JOBS:-$(nproc)}" spillway_test_gpu gpu_bench
+  ninja -C build-gpu -j "${SPILLWAY_JOBS:-$(nproc)}" spillway_test_gpu gpu_bench spillway_cli
   rm -rf "$dist"
   mkdir -p "$dist"
   strip --strip-debug -o "$dist/spillway_test_gpu" build-gpu/tests/spillway_test_gpu
   strip --strip-debug -o "$dist/gpu_bench" build-gpu/bench/gpu/gpu_bench
+  strip --strip-debug -o "$dist/spillway" build-gpu/bin/spillway
   echo "== shared libraries the programs need (expect only glibc's):"
   ldd "$dist/spillway_test_gpu" || true
   du -sh "$dist"
@@ -145,6 +146,11 @@ remote)
   cat "$out/machine.txt"
   rc=0
   echo "== GPU tests"
+  # The CLI travels too: the GPU tests run `spillway validate` and `info` on
+  # this machine's devices.
+  export SPILLWAY_CLI_BIN="$PWD/$dist/spillway"
+  echo "== spillway info / validate of a required gpu tier"
+  "$dist/spillway" info 2>&1 | head -20 | tee "$out/info.log"
   timeout 200 "$dist/spillway_test_gpu" --duration=true 2>&1 | tee "$out/tests.log"
   trc=${PIPESTATUS[0]}
   echo "== spillway_test_gpu exit code $trc" | tee -a "$out/tests.log"
