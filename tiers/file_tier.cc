@@ -2,9 +2,6 @@
 // reads, and space reclamation. See file_tier.h for the design.
 #include "tiers/file_tier.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
@@ -60,13 +57,13 @@ std::byte* ThreadSlabBuffer(uint64_t bytes, AlignedBuffer* owned) {
   return cached.get();
 }
 
-void BuildRequests(int fd, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
+void BuildRequests(const FileHandle* file, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
                    uint64_t block, std::vector<IoRequest>* out) {
   out->clear();
   for (uint64_t done = 0; done < len; done += block) {
     IoRequest r;
     r.op = op;
-    r.fd = fd;
+    r.file = file;
     r.offset = file_offset + done;
     r.buf = buf + done;
     r.len = static_cast<size_t>(std::min(block, len - done));
@@ -165,17 +162,17 @@ Status FileTier::Open() {
 // Refuses a tier directory an attacker could redirect: a symlink, or one
 // owned by another user (unless the config says allow_symlink).
 Status FileTier::CheckDirectory(const std::string& dir) const {
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return Status::FromErrno(errno, "file tier '" + name() + "': stat " + dir);
+  auto st = io_->Stat(dir);
+  if (!st.ok()) return st.status().WithContext("file tier '" + name() + "'");
   if (config().allow_symlink) return Status::OK();
-  if (S_ISLNK(st.st_mode)) {
+  if (st->type == FileInfo::Type::kSymlink) {
     return Status::InvalidArgument("file tier '" + name() + "': " + dir +
                                    " is a symlink (set allow_symlink: true to accept it)");
   }
-  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("file tier '" + name() + "': " + dir + " is not a directory");
-  if (st.st_uid != ::geteuid()) {
+  if (st->type != FileInfo::Type::kDirectory) return Status::InvalidArgument("file tier '" + name() + "': " + dir + " is not a directory");
+  if (!st->owned) {
     return Status::InvalidArgument("file tier '" + name() + "': " + dir + " is owned by uid " +
-                                   std::to_string(st.st_uid) + ", not by this process (set allow_symlink: true to accept it)");
+                                   std::to_string(st->uid) + ", not by this process (set allow_symlink: true to accept it)");
   }
   return Status::OK();
 }
@@ -305,7 +302,7 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
     ResealRecordHeader(buf + rec_off[i], RecordSeed(seg->id, base + rec_off[i]));
   }
   std::vector<IoRequest> reqs;
-  BuildRequests(seg->file.fd, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
+  BuildRequests(&seg->file, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return AbandonWrite(stripe, seg, base, len, static_cast<int64_t>(slab.count), st);
   seg->dirty.store(true, std::memory_order_relaxed);
@@ -365,9 +362,9 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     rec.Next(std::span<std::byte>(buf, fill));
     std::memset(buf + fill, 0, n - fill);  // up to the aligned end
     tracker.Add();
-    piece_pool_->Submit([this, &tracker, buf, n, block, depth, fd = seg->file.fd, at = base + pos] {
+    piece_pool_->Submit([this, &tracker, buf, n, block, depth, file = &seg->file, at = base + pos] {
       std::vector<IoRequest> reqs;
-      BuildRequests(fd, IoRequest::Op::kWrite, buf, at, n, block, &reqs);
+      BuildRequests(file, IoRequest::Op::kWrite, buf, at, n, block, &reqs);
       Status ws = io_->SubmitAndWait(reqs, depth);
       pieces_->Release(buf);
       tracker.Done(std::move(ws));
@@ -452,7 +449,7 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   AlignedBuffer buf(AllocAligned(end - start));
   if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
   std::vector<IoRequest> reqs;
-  BuildRequests(seg->file.fd, IoRequest::Op::kRead, buf.get(), start, end - start,
+  BuildRequests(&seg->file, IoRequest::Op::kRead, buf.get(), start, end - start,
                 config().io.block_bytes, &reqs);
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return st.WithContext(Where(loc));

@@ -34,7 +34,7 @@ struct Segment {
   std::mutex header_mu;  // serializes read-modify-write of header blocks (erase marks)
 
   ~Segment() {
-    if (io != nullptr && file.fd >= 0) (void)io->Close(file);
+    if (io != nullptr && file.is_open()) (void)io->Close(file);
   }
 
   static std::string FileName(uint32_t id) {

@@ -2,8 +2,6 @@
 // recovery and `spillway inspect`. See segment_scan.h for the rules.
 #include "tiers/segment_scan.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -43,7 +41,7 @@ class Window {
     const uint64_t end = std::min(AlignUp(size_, kIoAlign), start + kWindow + kIoAlign);
     IoRequest r;
     r.op = IoRequest::Op::kRead;
-    r.fd = f_.fd;
+    r.file = &f_;
     r.offset = start;
     r.buf = buf_.get();
     r.len = end - start;
@@ -63,14 +61,14 @@ class Window {
   // First hole at or after `pos` (size when none): punched or never written
   // ranges read as zeros and must not be mistaken for data.
   uint64_t NextHole(uint64_t pos) const {
-    const off_t h = ::lseek(f_.fd, static_cast<off_t>(pos), SEEK_HOLE);
-    return h < 0 ? size_ : std::min<uint64_t>(static_cast<uint64_t>(h), size_);
+    const StatusOr<uint64_t> h = io_.NextHole(f_, pos);
+    return h.ok() ? std::min<uint64_t>(*h, size_) : size_;
   }
-  // Start of data at or after `pos` (size when only a hole follows).
+  // Start of data at or after `pos` (size when only a hole follows; `pos`
+  // when the filesystem cannot tell).
   uint64_t NextData(uint64_t pos) const {
-    const off_t d = ::lseek(f_.fd, static_cast<off_t>(pos), SEEK_DATA);
-    if (d < 0) return errno == ENXIO ? size_ : pos;
-    return static_cast<uint64_t>(d);
+    const StatusOr<uint64_t> d = io_.NextData(f_, pos);
+    return d.ok() ? std::min<uint64_t>(*d, size_) : pos;
   }
 
  private:

@@ -372,7 +372,7 @@ double PipelinedWriterAlone(const std::string& dir, const DataPool& pool, uint64
         for (uint64_t d = 0; d < len; d += kMiB) {
           IoRequest r;
           r.op = IoRequest::Op::kWrite;
-          r.fd = f->fd;
+          r.file = &*f;
           r.offset = base + d;
           r.buf = buf + d;
           r.len = std::min<uint64_t>(kMiB, len - d);

@@ -176,7 +176,7 @@ Status GpuToFile(Report& r, const Args& args, GpuTier& tier, PinnedHostAllocator
       for (uint64_t off = 0; off < file_bytes; off += kMiB) {
         IoRequest q;
         q.op = IoRequest::Op::kWrite;
-        q.fd = fh->fd;
+        q.file = &*fh;
         q.offset = off;
         q.buf = buf + off;
         q.len = kMiB;

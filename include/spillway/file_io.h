@@ -1,7 +1,12 @@
 // FileIo: every OS call spillway makes on files goes through this interface
 // (the Env of leveldb). Implementations: io_uring (uring_file_io.cc), POSIX
-// pread/pwrite (posix_file_io.cc), and FaultFileIo (fault_file_io.h), a
-// forwarding wrapper that injects failures for tests and `spillway stress`.
+// pread/pwrite (posix_file_io.cc), memory (tiers/io/mem_file_io.h: tests run
+// without a disk), and FaultFileIo (fault_file_io.h), a forwarding wrapper
+// that injects failures for tests and `spillway stress`, over any of them.
+//
+// Open files are opaque: a FileHandle holds an object owned by the FileIo
+// that opened it, and only that FileIo (or a wrapper forwarding to it) may be
+// given the handle back.
 //
 // Thread-safety: all methods may be called from any number of threads at once.
 #pragma once
@@ -23,22 +28,43 @@ namespace spillway {
 // Alignment of buffers, offsets and lengths used with O_DIRECT files.
 inline constexpr size_t kIoAlign = 4096;
 
+// The implementation's state for one open file (a POSIX fd, a memory file).
+// Callers never look inside; implementations downcast their own.
+class FileObject {
+ public:
+  virtual ~FileObject() = default;
+};
+
+// An open file. Copies share the file; Close (through any copy) closes it for
+// all, and a file whose last copy goes away without Close is closed then.
 struct FileHandle {
-  int fd = -1;
+  std::shared_ptr<FileObject> object;  // null once closed
   bool direct = false;  // opened with O_DIRECT: offsets, lengths, buffers aligned to kIoAlign
   std::string path;
+  bool is_open() const { return object != nullptr; }
 };
 
 // One read or write in a batch. `result` is set to bytes transferred; on
 // failure the batch's Status says why and `result` is negative errno.
+// `file` must stay valid until SubmitAndWait returns.
 struct IoRequest {
   enum class Op : unsigned char { kRead, kWrite };
   Op op = Op::kRead;
-  int fd = -1;
+  const FileHandle* file = nullptr;
   uint64_t offset = 0;
   void* buf = nullptr;
   size_t len = 0;
   ssize_t result = 0;
+};
+
+// What Stat reports about a path (lstat: a symlink is reported, not followed).
+struct FileInfo {
+  enum class Type : unsigned char { kRegular, kDirectory, kSymlink, kOther };
+  Type type = Type::kOther;
+  uint64_t size = 0;
+  uint32_t mode = 0;       // permission bits (07777)
+  uint32_t uid = 0;
+  bool owned = false;      // owned by this process's effective user
 };
 
 struct OpenOptions {
@@ -82,6 +108,15 @@ class FileIo {
   virtual StatusOr<uint64_t> FileSize(const FileHandle& file) = 0;
   // Blocks allocated on disk, in bytes (st_blocks * 512).
   virtual StatusOr<uint64_t> AllocatedBytes(const FileHandle& file) = 0;
+  // Hole queries (lseek SEEK_DATA / SEEK_HOLE). Punched, never written and
+  // preallocated-but-unwritten ranges count as holes where the filesystem
+  // says so. NextData: the first data at or after `offset`, the file size
+  // when none follows. NextHole: the first hole at or after `offset` (the end
+  // of the file is one). Where the filesystem cannot tell, all is data.
+  virtual StatusOr<uint64_t> NextData(const FileHandle& file, uint64_t offset) = 0;
+  virtual StatusOr<uint64_t> NextHole(const FileHandle& file, uint64_t offset) = 0;
+  // lstat: NotFound when nothing is at `path`.
+  virtual StatusOr<FileInfo> Stat(const std::string& path) = 0;
   virtual Status Remove(const std::string& path) = 0;
   virtual Status CreateDir(const std::string& path) = 0;  // mkdir -p, 0700
   virtual StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;  // names only
@@ -114,6 +149,9 @@ class FileIoWrapper : public FileIo {
   Status Truncate(const FileHandle& f, uint64_t s) override { return target_->Truncate(f, s); }
   StatusOr<uint64_t> FileSize(const FileHandle& f) override { return target_->FileSize(f); }
   StatusOr<uint64_t> AllocatedBytes(const FileHandle& f) override { return target_->AllocatedBytes(f); }
+  StatusOr<uint64_t> NextData(const FileHandle& f, uint64_t o) override { return target_->NextData(f, o); }
+  StatusOr<uint64_t> NextHole(const FileHandle& f, uint64_t o) override { return target_->NextHole(f, o); }
+  StatusOr<FileInfo> Stat(const std::string& p) override { return target_->Stat(p); }
   Status Remove(const std::string& p) override { return target_->Remove(p); }
   Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
   StatusOr<std::vector<std::string>> ListDir(const std::string& p) override { return target_->ListDir(p); }

@@ -31,9 +31,9 @@ class OneDirFaultIo : public FileIoWrapper {
     if (f.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       if (p.rfind(dir_, 0) == 0) {
-        fds_.insert(f->fd);
+        files_.insert(f->object.get());
       } else {
-        fds_.erase(f->fd);
+        files_.erase(f->object.get());
       }
     }
     return f;
@@ -41,7 +41,7 @@ class OneDirFaultIo : public FileIoWrapper {
   Status Close(FileHandle& f) override {
     {
       std::lock_guard<std::mutex> l(mu_);
-      fds_.erase(f.fd);
+      files_.erase(f.object.get());
     }
     return target()->Close(f);
   }
@@ -56,14 +56,14 @@ class OneDirFaultIo : public FileIoWrapper {
   bool Faulty(std::span<IoRequest> r) {
     std::lock_guard<std::mutex> l(mu_);
     for (const IoRequest& q : r) {
-      if (fds_.count(q.fd)) return true;
+      if (q.file != nullptr && files_.count(q.file->object.get())) return true;
     }
     return false;
   }
   std::string dir_;
   FaultFileIo fault_;
   std::mutex mu_;
-  std::set<int> fds_;
+  std::set<const FileObject*> files_;  // open files under dir_
 };
 
 uint64_t DemotionFailures(const EngineStats& s) {

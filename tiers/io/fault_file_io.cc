@@ -3,8 +3,6 @@
 // so torn and short writes leave real partial bytes on disk.
 #include "tiers/io/fault_file_io.h"
 
-#include <fcntl.h>
-
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -159,10 +157,9 @@ Status FaultFileIo::InjectWrite(IoRequest& r, FaultKind kind, uint64_t prefix_dr
     r.result = -err;
     return Status::FromErrno(err, what);
   }
-  // Short and torn writes put a real prefix on disk. An O_DIRECT fd only
+  // Short and torn writes put a real prefix on disk. An O_DIRECT file only
   // takes whole blocks, so the prefix is then a multiple of kIoAlign.
-  int fl = ::fcntl(r.fd, F_GETFL);
-  size_t unit = (fl >= 0 && (fl & O_DIRECT)) ? kIoAlign : 1;
+  size_t unit = r.file != nullptr && r.file->direct ? kIoAlign : 1;
   size_t units = r.len / unit;
   size_t prefix = units >= 2 ? (1 + prefix_draw % (units - 1)) * unit : 0;
   if (prefix > 0) {

@@ -14,7 +14,7 @@ namespace {
 Status RunOne(FileIo& io, IoRequest::Op op, const FileHandle& f, uint64_t offset, void* buf, size_t len) {
   IoRequest r;
   r.op = op;
-  r.fd = f.fd;
+  r.file = &f;
   r.offset = offset;
   r.buf = buf;
   r.len = len;

@@ -36,38 +36,45 @@ constexpr size_t kMaxChunk = 1u << 30;
 
 }  // namespace
 
-std::string FdPath(int fd) {
-  char link[64];
-  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink(link, buf, sizeof(buf) - 1);
-  if (n <= 0) return "fd " + std::to_string(fd);
-  return std::string(buf, static_cast<size_t>(n));
+namespace {
+
+// The fd behind a FileHandle: owned by the handle's object, closed with it.
+struct PosixFile final : FileObject {
+  explicit PosixFile(int f) : fd(f) {}
+  ~PosixFile() override {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+};
+
+}  // namespace
+
+int FdOf(const FileHandle& file) {
+  auto* p = dynamic_cast<PosixFile*>(file.object.get());
+  return p != nullptr ? p->fd : -1;
 }
 
 std::string DescribeRequest(std::string_view op, const IoRequest& r) {
-  return Quoted(op, FdPath(r.fd), r.offset, r.len);
+  return Quoted(op, r.file != nullptr ? r.file->path : std::string("(no file)"), r.offset, r.len);
 }
 
 Status RequestError(const IoRequest& r, int err) {
   std::string what = DescribeRequest(r.op == IoRequest::Op::kRead ? "pread" : "pwrite", r);
-  if (err == EINVAL) {
-    int fl = ::fcntl(r.fd, F_GETFL);
-    if (fl >= 0 && (fl & O_DIRECT)) {
-      what += " (O_DIRECT needs buffer, offset and length aligned to " + std::to_string(kIoAlign) + ")";
-    }
+  if (err == EINVAL && r.file != nullptr && r.file->direct) {
+    what += " (O_DIRECT needs buffer, offset and length aligned to " + std::to_string(kIoAlign) + ")";
   }
   return Status::FromErrno(err, what);
 }
 
 Status TransferBlocking(IoRequest& r) {
   auto* p = static_cast<char*>(r.buf);
+  const int fd = r.file != nullptr ? FdOf(*r.file) : -1;
   size_t done = 0;
   while (done < r.len) {
     size_t n = std::min(r.len - done, kMaxChunk);
     off_t off = static_cast<off_t>(r.offset + done);
-    ssize_t got = r.op == IoRequest::Op::kRead ? ::pread(r.fd, p + done, n, off)
-                                               : ::pwrite(r.fd, p + done, n, off);
+    ssize_t got = r.op == IoRequest::Op::kRead ? ::pread(fd, p + done, n, off)
+                                               : ::pwrite(fd, p + done, n, off);
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       int err = errno;
@@ -102,7 +109,8 @@ StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOption
     return Status::FromErrno(err, what);
   }
   FileHandle h;
-  h.fd = fd;
+  auto file = std::make_shared<PosixFile>(fd);
+  h.object = file;
   h.path = path;
   if (opts.try_direct) {
     // O_DIRECT is switched on after open rather than passed to open(): an
@@ -113,18 +121,18 @@ StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOption
     if (fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
       h.direct = true;
     } else if (errno != EINVAL) {
-      int err = errno;
-      ::close(fd);
-      return Status::FromErrno(err, Quoted("fcntl(O_DIRECT)", path));
+      return Status::FromErrno(errno, Quoted("fcntl(O_DIRECT)", path));  // ~PosixFile closes fd
     }
   }
   return h;
 }
 
 Status PosixFileIo::Close(FileHandle& file) {
-  if (file.fd < 0) return Status::OK();
-  int fd = file.fd;
-  file.fd = -1;
+  std::shared_ptr<FileObject> obj = std::move(file.object);
+  auto* p = dynamic_cast<PosixFile*>(obj.get());
+  if (p == nullptr || p->fd < 0) return Status::OK();
+  int fd = p->fd;
+  p->fd = -1;  // closed for every copy of the handle
   // Never retry close on EINTR: Linux has released the fd already.
   if (::close(fd) != 0 && errno != EINTR) return Status::FromErrno(errno, Quoted("close", file.path));
   return Status::OK();
@@ -143,14 +151,14 @@ Status PosixFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t /*queu
 }
 
 Status PosixFileIo::Sync(const FileHandle& file) {
-  while (::fdatasync(file.fd) != 0) {
+  while (::fdatasync(FdOf(file)) != 0) {
     if (errno != EINTR) return Status::FromErrno(errno, Quoted("fdatasync", file.path));
   }
   return Status::OK();
 }
 
 Status PosixFileIo::PunchHole(const FileHandle& file, uint64_t offset, uint64_t len) {
-  while (::fallocate(file.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+  while (::fallocate(FdOf(file), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
                      static_cast<off_t>(len)) != 0) {
     if (errno == EINTR) continue;
     if (errno == EOPNOTSUPP || errno == ENOSYS) {
@@ -163,7 +171,7 @@ Status PosixFileIo::PunchHole(const FileHandle& file, uint64_t offset, uint64_t 
 }
 
 Status PosixFileIo::Allocate(const FileHandle& file, uint64_t offset, uint64_t len) {
-  while (::fallocate(file.fd, 0, static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
+  while (::fallocate(FdOf(file), 0, static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
     if (errno == EINTR) continue;
     if (errno == EOPNOTSUPP || errno == ENOSYS) {
       return Status::NotSupported(Quoted("fallocate", file.path, offset, len) +
@@ -175,7 +183,7 @@ Status PosixFileIo::Allocate(const FileHandle& file, uint64_t offset, uint64_t l
 }
 
 Status PosixFileIo::Truncate(const FileHandle& file, uint64_t size) {
-  while (::ftruncate(file.fd, static_cast<off_t>(size)) != 0) {
+  while (::ftruncate(FdOf(file), static_cast<off_t>(size)) != 0) {
     if (errno != EINTR) {
       return Status::FromErrno(errno, Quoted("ftruncate", file.path) + " to " + std::to_string(size));
     }
@@ -185,14 +193,46 @@ Status PosixFileIo::Truncate(const FileHandle& file, uint64_t size) {
 
 StatusOr<uint64_t> PosixFileIo::FileSize(const FileHandle& file) {
   struct stat st;
-  if (::fstat(file.fd, &st) != 0) return Status::FromErrno(errno, Quoted("fstat", file.path));
+  if (::fstat(FdOf(file), &st) != 0) return Status::FromErrno(errno, Quoted("fstat", file.path));
   return static_cast<uint64_t>(st.st_size);
 }
 
 StatusOr<uint64_t> PosixFileIo::AllocatedBytes(const FileHandle& file) {
   struct stat st;
-  if (::fstat(file.fd, &st) != 0) return Status::FromErrno(errno, Quoted("fstat", file.path));
+  if (::fstat(FdOf(file), &st) != 0) return Status::FromErrno(errno, Quoted("fstat", file.path));
   return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+StatusOr<uint64_t> PosixFileIo::NextData(const FileHandle& file, uint64_t offset) {
+  const off_t d = ::lseek(FdOf(file), static_cast<off_t>(offset), SEEK_DATA);
+  if (d >= 0) return static_cast<uint64_t>(d);
+  if (errno == ENXIO) return FileSize(file);  // only a hole follows, or past the end
+  return Status::FromErrno(errno, Quoted("lseek(SEEK_DATA)", file.path) + " offset " + std::to_string(offset));
+}
+
+StatusOr<uint64_t> PosixFileIo::NextHole(const FileHandle& file, uint64_t offset) {
+  const off_t h = ::lseek(FdOf(file), static_cast<off_t>(offset), SEEK_HOLE);
+  if (h >= 0) return static_cast<uint64_t>(h);
+  if (errno == ENXIO) return FileSize(file);  // past the end
+  return Status::FromErrno(errno, Quoted("lseek(SEEK_HOLE)", file.path) + " offset " + std::to_string(offset));
+}
+
+StatusOr<FileInfo> PosixFileIo::Stat(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::NotFound(Quoted("lstat", path) + ": no such file or directory");
+    return Status::FromErrno(errno, Quoted("lstat", path));
+  }
+  FileInfo info;
+  info.type = S_ISREG(st.st_mode)   ? FileInfo::Type::kRegular
+              : S_ISDIR(st.st_mode) ? FileInfo::Type::kDirectory
+              : S_ISLNK(st.st_mode) ? FileInfo::Type::kSymlink
+                                    : FileInfo::Type::kOther;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.mode = st.st_mode & 07777;
+  info.uid = st.st_uid;
+  info.owned = st.st_uid == ::geteuid();
+  return info;
 }
 
 Status PosixFileIo::Remove(const std::string& path) {

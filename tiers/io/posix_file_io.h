@@ -12,10 +12,9 @@
 
 namespace spillway::io_internal {
 
-// The path an fd refers to, for error messages only ("fd 7" when /proc is
-// not there). IoRequest carries an fd and no path, so messages look it up
-// after the fact: this costs nothing on the fast path.
-std::string FdPath(int fd);
+// The fd of a handle PosixFileIo (or UringFileIo) opened; -1 for a closed
+// handle or one another FileIo opened, so the syscall fails with EBADF.
+int FdOf(const FileHandle& file);
 
 // "pwrite '/x/seg-1' offset 4096 len 1048576". `op` names the syscall.
 std::string DescribeRequest(std::string_view op, const IoRequest& r);
@@ -43,6 +42,9 @@ class PosixFileIo : public FileIo {
   Status Truncate(const FileHandle& file, uint64_t size) override;
   StatusOr<uint64_t> FileSize(const FileHandle& file) override;
   StatusOr<uint64_t> AllocatedBytes(const FileHandle& file) override;
+  StatusOr<uint64_t> NextData(const FileHandle& file, uint64_t offset) override;
+  StatusOr<uint64_t> NextHole(const FileHandle& file, uint64_t offset) override;
+  StatusOr<FileInfo> Stat(const std::string& path) override;
   Status Remove(const std::string& path) override;
   Status CreateDir(const std::string& path) override;
   StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;

@@ -129,10 +129,11 @@ struct Progress {
 void PrepChunk(io_uring_sqe* sqe, const IoRequest& r, size_t done) {
   size_t n = std::min(r.len - done, kMaxChunk);
   char* p = static_cast<char*>(r.buf) + done;
+  const int fd = r.file != nullptr ? FdOf(*r.file) : -1;
   if (r.op == IoRequest::Op::kRead) {
-    io_uring_prep_read(sqe, r.fd, p, static_cast<unsigned>(n), r.offset + done);
+    io_uring_prep_read(sqe, fd, p, static_cast<unsigned>(n), r.offset + done);
   } else {
-    io_uring_prep_write(sqe, r.fd, p, static_cast<unsigned>(n), r.offset + done);
+    io_uring_prep_write(sqe, fd, p, static_cast<unsigned>(n), r.offset + done);
   }
 }
 

@@ -60,7 +60,7 @@ struct Fixture {
     len = std::min<size_t>(len, *size - offset);
     size_t padded = (len + kIoAlign - 1) / kIoAlign * kIoAlign;
     auto buf = Aligned(padded, 1);
-    IoRequest r{IoRequest::Op::kRead, file.fd, offset, buf.get(), padded, 0};
+    IoRequest r{IoRequest::Op::kRead, &file, offset, buf.get(), padded, 0};
     (void)real->SubmitAndWait(std::span<IoRequest>(&r, 1), 1);  // may hit EOF past len
     out.assign(buf.get(), buf.get() + len);
     return out;
@@ -138,7 +138,7 @@ TEST_CASE("ENOSPC becomes Status NoSpace and writes nothing") {
 
 TEST_CASE("a torn write leaves a prefix of the data on disk and fails with EIO") {
   Fixture fx(Spec("torn=1,seed=11"));
-  std::vector<IoRequest> r = {{IoRequest::Op::kWrite, fx.file.fd, 0, fx.data.get(), Fixture::kBlock, 0}};
+  std::vector<IoRequest> r = {{IoRequest::Op::kWrite, &fx.file, 0, fx.data.get(), Fixture::kBlock, 0}};
   Status s = fx.io.SubmitAndWait(r, 1);
   CHECK(s.IsIOError());
   CHECK(Contains(s.message(), "torn write"));
@@ -154,7 +154,7 @@ TEST_CASE("a torn write leaves a prefix of the data on disk and fails with EIO")
 
 TEST_CASE("a short write reports its count and fails") {
   Fixture fx(Spec("short=1"));
-  std::vector<IoRequest> r = {{IoRequest::Op::kWrite, fx.file.fd, 0, fx.data.get(), Fixture::kBlock, 0}};
+  std::vector<IoRequest> r = {{IoRequest::Op::kWrite, &fx.file, 0, fx.data.get(), Fixture::kBlock, 0}};
   Status s = fx.io.SubmitAndWait(r, 1);
   CHECK(s.IsIOError());
   CHECK(Contains(s.message(), "short write"));
@@ -183,7 +183,7 @@ TEST_CASE("a fault stops the batch: earlier requests done, later ones cancelled"
   auto buf = Aligned(10 * kIoAlign, 5);
   std::vector<IoRequest> reqs;
   for (uint64_t i = 0; i < 10; ++i) {
-    reqs.push_back({IoRequest::Op::kWrite, fx.file.fd, i * kIoAlign, buf.get() + i * kIoAlign, kIoAlign, 0});
+    reqs.push_back({IoRequest::Op::kWrite, &fx.file, i * kIoAlign, buf.get() + i * kIoAlign, kIoAlign, 0});
   }
   Status s = fx.io.SubmitAndWait(reqs, 8);
   CHECK(s.IsIOError());

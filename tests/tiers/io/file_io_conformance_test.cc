@@ -19,11 +19,15 @@
 
 #include "test_util.h"
 #include "spillway/file_io.h"
+#include "tiers/io/file_io_test_util.h"
+#include "tiers/io/posix_file_io.h"
 
 namespace spillway {
 namespace {
 
 using testing::RandomBytes;
+using testing::ForEachIo;
+using testing::IoSet;
 using testing::TempDir;
 
 struct FreeDeleter {
@@ -51,26 +55,10 @@ OpenOptions Create(bool direct = true) {
   return o;
 }
 
-// Runs `body` once per implementation, naming it in every failure.
-void ForEachIo(const std::function<void(FileIo&)>& body) {
-  std::vector<std::unique_ptr<FileIo>> impls;
-  impls.push_back(MakePosixFileIo());
-  auto uring = MakeUringFileIo();
-  if (uring.ok()) {
-    impls.push_back(std::move(uring).value());
-  } else {
-    MESSAGE(uring.status().message() << " (io_uring half of this case skipped)");
-  }
-  for (auto& io : impls) {
-    INFO("FileIo implementation: " << std::string(io->name()));
-    body(*io);
-  }
-}
-
 IoRequest Req(IoRequest::Op op, const FileHandle& f, uint64_t off, void* buf, size_t len) {
   IoRequest r;
   r.op = op;
-  r.fd = f.fd;
+  r.file = &f;
   r.offset = off;
   r.buf = buf;
   r.len = len;
@@ -96,10 +84,10 @@ TEST_CASE("io_uring availability is reported") {
 TEST_CASE("O_DIRECT write/read round trip") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("a"), Create());
     REQUIRE(f.ok());
-    int fl = fcntl(f->fd, F_GETFL);
-    CHECK(f->direct == ((fl & O_DIRECT) != 0));
+    if (int fd = io_internal::FdOf(*f); fd >= 0) CHECK(f->direct == ((fcntl(fd, F_GETFL) & O_DIRECT) != 0));
     MESSAGE(std::string(io.name()) << " on " << dir.path() << ": O_DIRECT "
                                    << std::string(f->direct ? "on" : "refused"));
     const size_t n = (1 << 20) + 3 * kIoAlign;
@@ -110,7 +98,7 @@ TEST_CASE("O_DIRECT write/read round trip") {
     CHECK(*io.FileSize(*f) == n + kIoAlign);
     CHECK(io.Sync(*f).ok());
     CHECK(io.Close(*f).ok());
-    CHECK(f->fd == -1);
+    CHECK(!f->is_open());
     CHECK(io.Close(*f).ok());  // closing twice is harmless
   });
 }
@@ -125,8 +113,7 @@ TEST_CASE("a filesystem that refuses O_DIRECT falls back to buffered I/O") {
     auto f = io.Open(path, Create());
     REQUIRE(f.ok());
     // tmpfs takes O_DIRECT since Linux 6.6; before, this is the fallback path.
-    int fl = fcntl(f->fd, F_GETFL);
-    CHECK(f->direct == ((fl & O_DIRECT) != 0));
+    if (int fd = io_internal::FdOf(*f); fd >= 0) CHECK(f->direct == ((fcntl(fd, F_GETFL) & O_DIRECT) != 0));
     MESSAGE("/dev/shm: O_DIRECT " << std::string(f->direct ? "accepted" : "refused, buffered fallback"));
     auto data = RandomBytes(3 * kIoAlign, 5);
     std::vector<std::byte> back(data.size());
@@ -136,7 +123,7 @@ TEST_CASE("a filesystem that refuses O_DIRECT falls back to buffered I/O") {
     CHECK(std::memcmp(in.get(), out.get(), data.size()) == 0);
     CHECK(io.Close(*f).ok());
     CHECK(io.Remove(path).ok());
-  });
+  }, IoSet::kKernel);
 }
 
 TEST_CASE("batches of 256 requests at queue depth 8 and 32") {
@@ -144,6 +131,8 @@ TEST_CASE("batches of 256 requests at queue depth 8 and 32") {
     for (uint32_t qd : {8u, 32u}) {
       CAPTURE(qd);
       TempDir dir("io");
+      REQUIRE(io.CreateDir(dir.path()).ok());
+    REQUIRE(io.CreateDir(dir.path()).ok());
       auto f = io.Open(dir.sub("batch"), Create());
       REQUIRE(f.ok());
       const size_t kReqs = 256, kLen = 16 * 1024;
@@ -169,6 +158,7 @@ TEST_CASE("batches of 256 requests at queue depth 8 and 32") {
 TEST_CASE("zero-length requests and an empty batch succeed") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("z"), Create(false));
     REQUIRE(f.ok());
     CHECK(io.SubmitAndWait({}, 4).ok());
@@ -202,7 +192,7 @@ TEST_CASE("short reads are continued") {
     CHECK(reqs[0].result == static_cast<ssize_t>(n));
     CHECK(got == expect);
     CHECK(io.Close(*f).ok());
-  });
+  }, IoSet::kKernel);
 }
 
 TEST_CASE("a short write is continued, and RLIMIT_FSIZE becomes NoSpace") {
@@ -210,6 +200,7 @@ TEST_CASE("a short write is continued, and RLIMIT_FSIZE becomes NoSpace") {
   // continuation then fails with EFBIG, as liburing's tests provoke it.
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("limited"), Create());
     REQUIRE(f.ok());
     const size_t limit = 64 * 1024, n = 128 * 1024;
@@ -231,12 +222,13 @@ TEST_CASE("a short write is continued, and RLIMIT_FSIZE becomes NoSpace") {
     AlignedBuf in = Aligned(limit);
     REQUIRE(io.Read(*f, 0, in.get(), limit).ok());
     CHECK(std::memcmp(in.get(), out.get(), limit) == 0);
-  });
+  }, IoSet::kKernel);
 }
 
 TEST_CASE("reading past end of file: Read fails, SubmitAndWait reports the count") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     std::string path = dir.sub("eof");
     auto f = io.Open(path, Create());
     REQUIRE(f.ok());
@@ -262,6 +254,7 @@ TEST_CASE("reading past end of file: Read fails, SubmitAndWait reports the count
 TEST_CASE("errors name the operation, path and offset - later requests are cancelled") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto missing = io.Open(dir.sub("nope"), OpenOptions{});
     CHECK(missing.status().IsNotFound());
     CHECK(Contains(missing.status().message(), dir.sub("nope")));
@@ -289,6 +282,7 @@ TEST_CASE("a forked child does its own I/O - the parent keeps working") {
   // fork must not be used by the child.
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("fork"), Create());
     REQUIRE(f.ok());
     AlignedBuf out = Aligned(4 * kIoAlign, 8), in = Aligned(4 * kIoAlign);
@@ -307,12 +301,13 @@ TEST_CASE("a forked child does its own I/O - the parent keeps working") {
     REQUIRE(io.Write(*f, 3 * kIoAlign, out.get() + 3 * kIoAlign, kIoAlign).ok());
     REQUIRE(io.Read(*f, 0, in.get(), 4 * kIoAlign).ok());
     CHECK(std::memcmp(in.get(), out.get(), 4 * kIoAlign) == 0);
-  });
+  }, IoSet::kKernel);
 }
 
 TEST_CASE("a misaligned O_DIRECT request fails with a hint") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("mis"), Create());
     REQUIRE(f.ok());
     if (!f->direct) {
@@ -324,6 +319,49 @@ TEST_CASE("a misaligned O_DIRECT request fails with a hint") {
     CHECK(s.IsIOError());
     CHECK(Contains(s.message(), "aligned"));
   });
+}
+
+}  // namespace
+}  // namespace spillway
+
+namespace spillway {
+namespace {
+
+TEST_CASE("memory FileIo: a capacity makes writes and Allocate NoSpace, freeing makes room") {
+  MemFileIo::Options o;
+  o.capacity_bytes = 4 * kIoAlign;
+  MemFileIo io(o);
+  REQUIRE(io.CreateDir("/d").ok());
+  auto f = io.Open("/d/f", Create());
+  REQUIRE(f.ok());
+  AlignedBuf buf = Aligned(8 * kIoAlign, 4);
+  REQUIRE(io.Write(*f, 0, buf.get(), 4 * kIoAlign).ok());
+  std::vector<IoRequest> reqs = {Req(IoRequest::Op::kWrite, *f, 4 * kIoAlign, buf.get(), kIoAlign)};
+  Status s = io.SubmitAndWait(reqs, 1);
+  CHECK(s.IsNoSpace());
+  CHECK(reqs[0].result == -ENOSPC);
+  CHECK(Contains(s.message(), "/d/f"));
+  CHECK(io.Allocate(*f, 4 * kIoAlign, kIoAlign).IsNoSpace());
+  CHECK(io.Write(*f, kIoAlign, buf.get(), kIoAlign).ok());  // overwriting needs no new block
+  REQUIRE(io.PunchHole(*f, 0, 2 * kIoAlign).ok());
+  CHECK(io.total_allocated_bytes() == 2 * kIoAlign);
+  CHECK(io.Write(*f, 4 * kIoAlign, buf.get(), 2 * kIoAlign).ok());
+  REQUIRE(io.Close(*f).ok());
+  REQUIRE(io.Remove("/d/f").ok());
+  CHECK(io.total_allocated_bytes() == 0);  // the last handle is gone: the blocks are freed
+}
+
+TEST_CASE("memory FileIo: refusing O_DIRECT gives buffered handles that take any alignment") {
+  MemFileIo::Options o;
+  o.direct = false;
+  MemFileIo io(o);
+  auto f = io.Open("/f", Create());
+  REQUIRE(f.ok());
+  CHECK(!f->direct);
+  AlignedBuf buf = Aligned(2 * kIoAlign, 6), back = Aligned(2 * kIoAlign);
+  REQUIRE(io.Write(*f, 3, buf.get() + 1, 100).ok());
+  REQUIRE(io.Read(*f, 3, back.get(), 100).ok());
+  CHECK(std::memcmp(back.get(), buf.get() + 1, 100) == 0);
 }
 
 }  // namespace

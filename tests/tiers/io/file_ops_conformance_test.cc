@@ -15,26 +15,16 @@
 
 #include "test_util.h"
 #include "spillway/file_io.h"
+#include "tiers/io/file_io_test_util.h"
+#include "tiers/io/posix_file_io.h"
 
 namespace spillway {
 namespace {
 
 using testing::RandomBytes;
+using testing::ForEachIo;
+using testing::IoSet;
 using testing::TempDir;
-
-void ForEachIo(const std::function<void(FileIo&)>& body) {
-  std::vector<std::unique_ptr<FileIo>> impls;
-  impls.push_back(MakePosixFileIo());
-  if (auto uring = MakeUringFileIo(); uring.ok()) {
-    impls.push_back(std::move(uring).value());
-  } else {
-    MESSAGE(uring.status().message() << " (io_uring half of this case skipped)");
-  }
-  for (auto& io : impls) {
-    INFO("FileIo implementation: " << std::string(io->name()));
-    body(*io);
-  }
-}
 
 OpenOptions Create(bool exclusive = false) {
   OpenOptions o;
@@ -54,15 +44,16 @@ std::shared_ptr<std::byte> AlignedRandom(size_t n, uint64_t seed) {
 
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-mode_t ModeOf(const std::string& path) {
-  struct stat st;
-  REQUIRE(lstat(path.c_str(), &st) == 0);
-  return st.st_mode & 07777;
+mode_t ModeOf(FileIo& io, const std::string& path) {
+  auto st = io.Stat(path);
+  REQUIRE(st.ok());
+  return st->mode;
 }
 
 TEST_CASE("PunchHole frees blocks and reads back zeros") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("holes"), Create());
     REQUIRE(f.ok());
     const size_t n = 1 << 20;
@@ -92,6 +83,7 @@ TEST_CASE("PunchHole frees blocks and reads back zeros") {
 TEST_CASE("Allocate reserves blocks - Truncate and FileSize agree") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("alloc"), Create());
     REQUIRE(f.ok());
     Status s = io.Allocate(*f, 0, 4 << 20);
@@ -112,21 +104,23 @@ TEST_CASE("Allocate reserves blocks - Truncate and FileSize agree") {
 TEST_CASE("created files are 0600 and directories 0700 whatever the umask") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     mode_t old = umask(0);  // the modes must come from spillway, not the umask
     auto f = io.Open(dir.sub("f"), Create());
     Status d = io.CreateDir(dir.sub("d1/d2"));
     umask(old);
     REQUIRE(f.ok());
     REQUIRE(d.ok());
-    CHECK(ModeOf(dir.sub("f")) == 0600);
-    CHECK(ModeOf(dir.sub("d1")) == 0700);
-    CHECK(ModeOf(dir.sub("d1/d2")) == 0700);
+    CHECK(ModeOf(io, dir.sub("f")) == 0600);
+    CHECK(ModeOf(io, dir.sub("d1")) == 0700);
+    CHECK(ModeOf(io, dir.sub("d1/d2")) == 0700);
   });
 }
 
 TEST_CASE("a symlink is never followed") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     std::string target = dir.sub("target"), link = dir.sub("link");
     { std::ofstream(target) << "precious"; }
     REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
@@ -140,12 +134,86 @@ TEST_CASE("a symlink is never followed") {
     std::string content;
     in >> content;
     CHECK(content == "precious");
+  }, IoSet::kKernel);
+}
+
+TEST_CASE("Stat reports type, size, mode and owner without following symlinks") {
+  ForEachIo([](FileIo& io) {
+    TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
+    auto f = io.Open(dir.sub("f"), Create());
+    REQUIRE(f.ok());
+    auto data = AlignedRandom(3 * kIoAlign, 2);
+    REQUIRE(io.Write(*f, 0, data.get(), 3 * kIoAlign).ok());
+    auto st = io.Stat(dir.sub("f"));
+    REQUIRE(st.ok());
+    CHECK(st->type == FileInfo::Type::kRegular);
+    CHECK(st->size == 3 * kIoAlign);
+    CHECK(st->owned);
+    auto d = io.Stat(dir.path());
+    REQUIRE(d.ok());
+    CHECK(d->type == FileInfo::Type::kDirectory);
+    auto missing = io.Stat(dir.sub("nope"));
+    CHECK(missing.status().IsNotFound());
+    CHECK(Contains(missing.status().message(), dir.sub("nope")));
+    Status link = Status::OK();
+    if (auto* mem = dynamic_cast<MemFileIo*>(&io)) {
+      link = mem->Symlink(dir.sub("f"), dir.sub("link"));
+    } else if (symlink(dir.sub("f").c_str(), dir.sub("link").c_str()) != 0) {
+      link = Status::IOError("symlink");
+    }
+    REQUIRE(link.ok());
+    auto l = io.Stat(dir.sub("link"));
+    REQUIRE(l.ok());
+    CHECK(l->type == FileInfo::Type::kSymlink);
+    auto opened = io.Open(dir.sub("link"), Create());
+    CHECK(!opened.ok());
+    CHECK(Contains(opened.status().message(), "symlink"));
+  });
+}
+
+TEST_CASE("NextData and NextHole see written, punched, preallocated and never written ranges") {
+  ForEachIo([](FileIo& io) {
+    TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
+    auto f = io.Open(dir.sub("sparse"), Create());
+    REQUIRE(f.ok());
+    const uint64_t mib = 1 << 20;
+    auto data = AlignedRandom(mib, 3);
+    // data [0, 1M), never written [1M, 2M), data [2M, 3M) with [2M+256K, 2M+512K) punched.
+    REQUIRE(io.Write(*f, 0, data.get(), mib).ok());
+    REQUIRE(io.Write(*f, 2 * mib, data.get(), mib).ok());
+    REQUIRE(io.Sync(*f).ok());
+    CHECK(*io.NextData(*f, 0) == 0);
+    CHECK(*io.NextData(*f, 4096) == 4096);
+    CHECK(*io.NextData(*f, 3 * mib) == 3 * mib);  // at the end: the size
+    CHECK(*io.NextHole(*f, 3 * mib - 4096) == 3 * mib);  // the end of the file is a hole
+    const uint64_t hole = *io.NextHole(*f, 0);
+    const uint64_t data2 = *io.NextData(*f, mib);
+    if (hole == 3 * mib) {
+      MESSAGE("skipped: " << dir.path() << " reports no holes (SEEK_HOLE unsupported)");
+      return;
+    }
+    CHECK(hole == mib);
+    CHECK(data2 == 2 * mib);
+    Status p = io.PunchHole(*f, 2 * mib + 256 * 1024, 256 * 1024);
+    if (p.code() == StatusCode::kNotSupported) return;
+    REQUIRE(p.ok());
+    CHECK(*io.NextHole(*f, 2 * mib) == 2 * mib + 256 * 1024);
+    CHECK(*io.NextData(*f, 2 * mib + 256 * 1024) == 2 * mib + 512 * 1024);
+    // Preallocated, never written: allocated on disk, yet no data to find.
+    Status a = io.Allocate(*f, 3 * mib, mib);
+    if (a.code() == StatusCode::kNotSupported) return;
+    REQUIRE(a.ok());
+    CHECK(*io.FileSize(*f) == 4 * mib);
+    CHECK(*io.NextData(*f, 3 * mib) == 4 * mib);
   });
 }
 
 TEST_CASE("exclusive create of an existing file fails") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     std::string path = dir.sub("once");
     auto a = io.Open(path, Create(/*exclusive=*/true));
     REQUIRE(a.ok());
@@ -161,11 +229,12 @@ TEST_CASE("exclusive create of an existing file fails") {
 TEST_CASE("CreateDir makes nested directories and is idempotent") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     std::string deep = dir.sub("a/b/c/d");
     REQUIRE(io.CreateDir(deep).ok());
-    struct stat st;
-    REQUIRE(stat(deep.c_str(), &st) == 0);
-    CHECK(S_ISDIR(st.st_mode));
+    auto st = io.Stat(deep);
+    REQUIRE(st.ok());
+    CHECK(st->type == FileInfo::Type::kDirectory);
     CHECK(io.CreateDir(deep).ok());
     CHECK(io.CreateDir(deep + "/").ok());
     CHECK(io.SyncDir(deep).ok());
@@ -181,6 +250,7 @@ TEST_CASE("CreateDir makes nested directories and is idempotent") {
 TEST_CASE("ListDir lists names only, sorted - Remove deletes") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     for (const char* name : {"seg-2", "seg-10", "seg-1"}) {
       auto f = io.Open(dir.sub(name), Create());
       REQUIRE(f.ok());
@@ -203,6 +273,7 @@ TEST_CASE("ListDir lists names only, sorted - Remove deletes") {
 TEST_CASE("many threads share one FileIo") {
   ForEachIo([](FileIo& io) {
     TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
     auto f = io.Open(dir.sub("shared"), Create());
     REQUIRE(f.ok());
     const int kThreads = 4, kReqs = 64;
@@ -218,8 +289,8 @@ TEST_CASE("many threads share one FileIo") {
         std::vector<IoRequest> w(kReqs), r(kReqs);
         for (int i = 0; i < kReqs; ++i) {
           uint64_t off = (uint64_t(i) * kThreads + t) * kLen;
-          w[i] = {IoRequest::Op::kWrite, f->fd, off, data[t].get() + i * kLen, kLen, 0};
-          r[i] = {IoRequest::Op::kRead, f->fd, off, back.get() + i * kLen, kLen, 0};
+          w[i] = {IoRequest::Op::kWrite, &*f, off, data[t].get() + i * kLen, kLen, 0};
+          r[i] = {IoRequest::Op::kRead, &*f, off, back.get() + i * kLen, kLen, 0};
         }
         if (!io.SubmitAndWait(w, 16).ok() || !io.SubmitAndWait(r, 16).ok() ||
             std::memcmp(back.get(), data[t].get(), kReqs * kLen) != 0) {
