@@ -37,6 +37,7 @@
 #include "spillway/config_loader.h"
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
+#include "python/device_values.h"
 
 namespace py = pybind11;
 
@@ -136,6 +137,7 @@ class HeldBuffer {
   std::span<const std::byte> span() const {
     return {static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
   }
+  bool held() const { return held_; }
 
  private:
   Py_buffer view_{};
@@ -189,9 +191,17 @@ std::span<const std::byte> DeviceSpan(py::handle obj, py::handle cai_obj) {
 
 void AddBuffer(PutBuffers& out, py::handle item) {
   // Host buffers first: an object offering both (rare) is read on the host.
+  // A device array that refuses the CPU export (CuPy raises TypeError) is read
+  // through __cuda_array_interface__ below.
+  const bool has_cai = PyObject_HasAttrString(item.ptr(), "__cuda_array_interface__");
   if (PyObject_CheckBuffer(item.ptr())) {
     auto hb = std::make_unique<HeldBuffer>();
-    if (!hb->Acquire(item.ptr())) {
+    if (!hb->Acquire(item.ptr()) && has_cai) {
+      out.spans.push_back(DeviceSpan(item, item.attr("__cuda_array_interface__")));
+      out.any_device = true;
+      return;
+    }
+    if (!hb->held()) {
       // Strided (non-contiguous) export: one contiguous copy is unavoidable.
       py::object copy = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(item.ptr()));
       if (!copy) throw py::error_already_set();
@@ -204,7 +214,7 @@ void AddBuffer(PutBuffers& out, py::handle item) {
     out.any_host = true;
     return;
   }
-  if (PyObject_HasAttrString(item.ptr(), "__cuda_array_interface__")) {
+  if (has_cai) {
     out.spans.push_back(DeviceSpan(item, item.attr("__cuda_array_interface__")));
     out.any_device = true;
     return;
@@ -607,4 +617,5 @@ Engine(config, profile=None, background_mover=True)
       .def("__exit__", [](PyEngine& self, py::args) { self.Close(); });
 
   m.def("format_bytes", [](double bytes) { return HumanBytes(bytes); }, py::arg("bytes"), "1.50 GiB");
+  RegisterDeviceValues(m, [](py::handle h) { return h.cast<PyEngine&>().engine(); });  // issue 15: _spillway.device
 }

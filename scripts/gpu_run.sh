@@ -50,7 +50,11 @@
 # (<repo>/pydeps), SPILLWAY_SRC (the source tree to build, <repo>),
 # SPILLWAY_PY_BUILD=0 (skip the module build), GPU_RUN_PYTHON=0 (`remote`
 # without the Python part), GPU_BENCH_ARGS (default
-# "--budget 8GiB --scale 3"), GPU_TEST_TIMEOUT / GPU_BENCH_TIMEOUT (seconds).
+# "--budget 8GiB --scale 3"), GPU_TEST_TIMEOUT / GPU_BENCH_TIMEOUT (seconds),
+# GPU_RUN_DASK_BENCH=0 (no Dask benchmark), GPU_DASK_CHECK=0 (no LocalCluster check). C++ part: GPU_STRESS_ARGS (stress
+# --device options, default "--threads 8 --keys 400 --ops 40000"),
+# GPU_CPP_BENCH_ARGS (gpu_bench options, e.g. --engine-only), GPU_TESTS=0
+# (skip spillway_test_gpu), SPILLWAY_SANITIZE=0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-}"
@@ -66,11 +70,13 @@ remote_python() {
   export PYTHONPATH="$pydeps/site:$build/python${PYTHONPATH:+:$PYTHONPATH}"
   export SPILLWAY_TEST_DIR="${SPILLWAY_TEST_DIR:-/var/tmp}"
 
-  echo "== Python: imports and a LocalCluster CuPy sum"
-  timeout 120 "$py" scripts/gpu_dask_check.py 2>&1 | tee "$out/py-dask.log"
-  rc=${PIPESTATUS[0]}
-  echo "== dask check exit code $rc" | tee -a "$out/py-dask.log"
-  [ "$rc" -ne 0 ] && prc=1
+  if [ "${GPU_DASK_CHECK:-1}" != 0 ]; then
+    echo "== Python: imports and a LocalCluster CuPy sum"
+    timeout 120 "$py" scripts/gpu_dask_check.py 2>&1 | tee "$out/py-dask.log"
+    rc=${PIPESTATUS[0]}
+    echo "== dask check exit code $rc" | tee -a "$out/py-dask.log"
+    [ "$rc" -ne 0 ] && prc=1
+  fi
 
   if [ "${SPILLWAY_PY_BUILD:-1}" != 0 ]; then
     echo "== Python: building the module for $("$py" -V 2>&1) in $build"
@@ -102,6 +108,10 @@ remote_python() {
     [ "$rc" -ne 0 ] && prc=1
   fi
 
+  if [ "${GPU_RUN_DASK_BENCH:-1}" = 0 ]; then
+    echo "== Dask GPU benchmark skipped (GPU_RUN_DASK_BENCH=0)"
+    return $prc
+  fi
   echo "== Dask GPU benchmark"
   # shellcheck disable=SC2086  # GPU_BENCH_ARGS is a list of options
   timeout "${GPU_BENCH_TIMEOUT:-400}" "$py" bench/dask_gpu_bench.py ${GPU_BENCH_ARGS:---budget 8GiB --scale 3} \
@@ -151,8 +161,13 @@ remote)
   export SPILLWAY_CLI_BIN="$PWD/$dist/spillway"
   echo "== spillway info / validate of a required gpu tier"
   "$dist/spillway" info 2>&1 | head -20 | tee "$out/info.log"
-  timeout 200 "$dist/spillway_test_gpu" --duration=true 2>&1 | tee "$out/tests.log"
-  trc=${PIPESTATUS[0]}
+  if [ "${GPU_TESTS:-1}" = 0 ]; then
+    echo "== spillway_test_gpu skipped (GPU_TESTS=0)" | tee "$out/tests.log"
+    trc=0
+  else
+    timeout 200 "$dist/spillway_test_gpu" --duration=true 2>&1 | tee "$out/tests.log"
+    trc=${PIPESTATUS[0]}
+  fi
   echo "== spillway_test_gpu exit code $trc" | tee -a "$out/tests.log"
   [ "$trc" -ne 0 ] && rc=1
   if command -v compute-sanitizer >/dev/null && [ "${SPILLWAY_SANITIZE:-1}" = 1 ]; then
@@ -160,8 +175,26 @@ remote)
     timeout 90 compute-sanitizer --tool memcheck --print-limit 20 "$dist/spillway_test_gpu" \
       -tc="cuda: the gather kernel*" 2>&1 | tail -25 | tee "$out/sanitizer.log"
   fi
+  echo "== spillway stress --device (device objects, every byte verified on copy-back)"
+  sdir="${SPILLWAY_TEST_DIR}/spillway-stress-device-$$"
+  mkdir -p "$sdir"
+  cat >"$sdir/tiers.yaml" <<YAML
+version: 1
+tiers:
+  - {name: gpu0, kind: gpu, device: 0, capacity: 128MiB}
+  - {name: host, kind: host, capacity: 192MiB}
+  - {name: disk, kind: file, capacity: 8GiB, paths: ["$sdir/disk"]}
+YAML
+  # shellcheck disable=SC2086  # GPU_STRESS_ARGS is a list of options
+  timeout 240 "$dist/spillway" stress --device -c "$sdir/tiers.yaml" ${GPU_STRESS_ARGS:---threads 8 --keys 400 --ops 40000} \
+    2>&1 | tee "$out/stress-device.log"
+  strc=${PIPESTATUS[0]}
+  echo "== stress --device exit code $strc" | tee -a "$out/stress-device.log"
+  [ "$strc" -ne 0 ] && rc=1
+  rm -rf "$sdir"
   echo "== gpu_bench"
-  timeout 240 "$dist/gpu_bench" --out "$out/gpu-bench.md" 2>&1 | tee "$out/bench.log"
+  # shellcheck disable=SC2086  # GPU_CPP_BENCH_ARGS is a list of options
+  timeout 240 "$dist/gpu_bench" ${GPU_CPP_BENCH_ARGS:-} --out "$out/gpu-bench.md" 2>&1 | tee "$out/bench.log"
   brc=${PIPESTATUS[0]}
   echo "== gpu_bench exit code $brc"
   [ "$brc" -ne 0 ] && rc=1

@@ -421,6 +421,14 @@ Status StreamWaitLegacyDefault(const Stream& s) {
   return Status::OK();
 }
 
+Status SynchronizeForeignStream(uintptr_t stream) {
+  cudaStream_t st = stream == 0 || stream == 1 ? cudaStreamLegacy
+                    : stream == 2              ? cudaStreamPerThread
+                                               : reinterpret_cast<cudaStream_t>(stream);
+  SPW_CUDA(cudaStreamSynchronize(st), "cudaStreamSynchronize of a caller's stream");
+  return Status::OK();
+}
+
 // ---- copies ----------------------------------------------------------------------
 
 Status MemcpyAsync(void* dst, const void* src, uint64_t bytes, const Stream& s) {

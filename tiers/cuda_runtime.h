@@ -119,6 +119,11 @@ Status StreamWaitEvent(const Stream& s, const Event& e);
 // memory returns before its DMA lands; copies the engine then issues on its
 // own streams must not read the destination early.
 Status StreamWaitLegacyDefault(const Stream& s);
+// Waits for all work queued on a stream another library made (a cudaStream_t
+// as its handle value; 0 or 1 is the legacy default stream, 2 the per-thread
+// default stream, as in __cuda_array_interface__ v3). For allocators that hand
+// memory back to the engine: the owner's pending kernels must finish first.
+Status SynchronizeForeignStream(uintptr_t stream);
 
 // ---- copies ------------------------------------------------------------------
 

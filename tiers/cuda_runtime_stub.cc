@@ -50,6 +50,7 @@ StatusOr<bool> Event::Done() const { return NoCuda(); }
 StatusOr<float> Event::ElapsedMs(const Event&, const Event&) { return NoCuda(); }
 Status StreamWaitEvent(const Stream&, const Event&) { return NoCuda(); }
 Status StreamWaitLegacyDefault(const Stream&) { return NoCuda(); }
+Status SynchronizeForeignStream(uintptr_t) { return NoCuda(); }
 
 Status MemcpyAsync(void*, const void*, uint64_t, const Stream&) { return NoCuda(); }
 Status Memcpy(void*, const void*, uint64_t) { return NoCuda(); }

@@ -22,6 +22,7 @@
 #include "tiers/io/fault_file_io.h"
 #include "tools/command.h"
 #include "tools/pattern.h"
+#include "tools/stress_device.h"
 
 namespace spillway::cli {
 namespace {
@@ -38,6 +39,7 @@ struct Options {
   std::string faults;
   bool json = false;
   bool verify = true;
+  bool device = false;  // --device: tools/stress_device.cc
 };
 
 struct ModelEntry {
@@ -263,12 +265,22 @@ void Register(CLI::App& root, int& exit_code) {
   auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations");
   cmd->add_option("--seconds,-s", o->seconds, "Run for this long instead of --ops")->excludes(ops);
   cmd->add_option("--seed", o->seed, "Random seed (replay a run)");
-  cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX bytes (log-uniform)");
+  auto* sizes = cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX bytes (log-uniform)");
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));
   cmd->add_option("--faults", o->faults, "Inject I/O faults, e.g. eio=0.01,enospc=0.001,short=0.01,torn=0.001");
   cmd->add_flag("--verify,!--no-verify", o->verify, "Verify every key at the end (default on)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
-  cmd->callback([o, &exit_code] { exit_code = Run(*o); });
+  cmd->add_flag("--device", o->device,
+                "Device objects (gpu tier needed): adopted and copied device Puts, Get(kDevice), Acquire, Erase; "
+                "every byte copied back from the device and verified (sizes default 4096:4194304)");
+  cmd->callback([o, sizes, &exit_code] {
+    if (!o->device) {
+      exit_code = Run(*o);
+      return;
+    }
+    exit_code = RunDeviceStress({o->config, o->profile, o->threads, o->ops, o->seconds, o->seed,
+                                 sizes->count() > 0 ? o->sizes : std::string(), o->keys, o->json, o->verify});
+  });
 }
 
 const RegisterCommand kReg(Register);

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/gpu/engine_bench.h"
 #include "spillway/config_loader.h"
 #include "tiers/cuda_runtime.h"
 #include "tiers/file_tier.h"
@@ -93,6 +94,9 @@ struct Args {
   uint64_t gib = 1;
   int reps = 5;
   bool skip_file = false;
+  bool engine_only = false;  // only the engine-level section (engine_bench.cc)
+  bool skip_engine = false;
+  uint64_t engine_gib = 4;
 };
 
 Args Parse(int argc, char** argv) {
@@ -113,8 +117,12 @@ Args Parse(int argc, char** argv) {
     else if (k == "--reps") a.reps = std::stoi(next());
     else if (k == "--dir") a.dir = next();
     else if (k == "--skip-file") a.skip_file = true;
+    else if (k == "--engine-only") a.engine_only = true;
+    else if (k == "--skip-engine") a.skip_engine = true;
+    else if (k == "--engine-gib") a.engine_gib = std::stoull(next());
     else {
-      std::fprintf(stderr, "usage: gpu_bench [--out FILE.md] [--gib N] [--reps N] [--dir DIR] [--skip-file]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--out FILE.md] [--gib N] [--reps N] [--dir DIR] [--skip-file] "
+                           "[--engine-only | --skip-engine] [--engine-gib N]\n");
       std::exit(2);
     }
   }
@@ -333,6 +341,20 @@ int Run(const Args& args) {
   if (probe.device_total_bytes.empty()) {
     std::printf("SKIPPED: no CUDA device: %s\n", cuda::CheckDevice(0).ToString().c_str());
     return 77;
+  }
+  auto engine_section = [&]() -> int {
+    EngineBenchArgs ea{args.dir + "/engine", args.engine_gib, std::min(args.reps, 3)};
+    Status st = RunEngineBench(ea, [&](const std::string& l) { r.Line(l); });
+    if (!st.ok()) r.Line("engine-level benchmark FAILED: " + st.ToString());
+    return st.ok() ? 0 : 1;
+  };
+  if (args.engine_only) {
+    const int rc = engine_section();
+    if (!args.out.empty()) {
+      std::ofstream f(args.out);
+      f << r.md.str();
+    }
+    return rc;
   }
   double open_ms = 0;
   {
@@ -695,11 +717,12 @@ int Run(const Args& args) {
   cuda::FreeHost(h_b);
   cuda::Free(d_a);
   cuda::Free(d_b);
+  const int engine_rc = args.skip_engine ? 0 : engine_section();
   if (!args.out.empty()) {
     std::ofstream f(args.out);
     f << r.md.str();
   }
-  return 0;
+  return engine_rc;
 }
 
 }  // namespace

@@ -4,7 +4,8 @@ Engine.put/get deal in bytes. These helpers also record the array's type,
 dtype and shape, so a NumPy array comes back as a NumPy array (a read-only,
 zero-copy view of the pinned object) and a CuPy / PyTorch / Numba device array
 comes back as the same device type (a gpu tier and a CUDA build are needed for
-device arrays; the engine raises NotSupportedError otherwise).
+device arrays; the engine raises NotSupportedError otherwise). Device arrays
+are stored without a copy: the engine adopts their allocation (spillway.device).
 
 Layout: the data is one object under `key` (host or device memory); the
 metadata (JSON) is a small host object under META_PREFIX + key. The two puts
@@ -35,7 +36,11 @@ def put_array(engine, key, array):
     """Stores `array` (NumPy, anything np.asarray accepts, or a CUDA array) under `key`."""
     meta = _describe(array)
     if meta is not None:
-        engine.put(key, array, memory="device")
+        # No copy: the engine adopts the array's allocation (spillway.device);
+        # the record says where the array lies inside it.
+        from . import device
+
+        meta["record"] = device.put_value(engine, key, array)
     else:
         import numpy as np
 
@@ -61,6 +66,10 @@ def get_array(engine, key):
         (view,) = engine.get_buffers(key)
         return np.frombuffer(view, dtype=np.dtype(meta["dtype"])).reshape(shape)
     kind = meta["type"]
+    if "record" in meta:
+        from . import device
+
+        return device.get_value(engine, key, meta["record"])
     # PyTorch refuses a read-only __cuda_array_interface__ (CuPy ignores the flag).
     (buf,) = engine.get_buffers(key, where="device", writable=(kind == "torch"))
     if kind == "cupy":

@@ -113,6 +113,18 @@ def _open_engine(config, profile, names, value):
     return Engine.from_yaml(expanded, source_name=path, profile=profile)
 
 
+def _device_table(engine):  # issue 15: device values (spillway.device)
+    from .device import DeviceValueTable
+
+    return DeviceValueTable(engine)
+
+
+def _is_device_value(value):  # issue 15
+    from .device import is_device_array
+
+    return is_device_array(value)
+
+
 def _is_device(frame):
     return hasattr(frame, "__cuda_array_interface__") and not isinstance(frame, (bytes, bytearray, memoryview))
 
@@ -195,6 +207,8 @@ class SpillwayStore(MutableMapping):
             serializers = ("cuda", "dask", "pickle") if has_gpu else ("dask", "pickle")
         self.serializers = tuple(serializers)
         self.deserializers = tuple(dict.fromkeys(self.serializers + ("dask", "pickle")))
+        # ---- issue 15: device values (spillway.device) ----
+        self._device = _device_table(self.engine) if has_gpu else None
         self.log_interval = log_interval
         self.writable_views = bool(writable_views)
         self._keys = {}  # key -> (engine key, raw bytes, has device frames); the engine cannot list keys
@@ -234,6 +248,24 @@ class SpillwayStore(MutableMapping):
             old = self._keys.pop(key, None)
             self._overflow.pop(key, None)
             self._forget(key)
+        # ---- issue 15: device arrays are adopted without a copy (spillway.device) ----
+        if self._device is not None:
+            self._device.discard(key)  # a previous device value of this key
+        if self._device is not None and _is_device_value(value):
+            if old is not None:
+                self._erase_engine(ekey, old[2])
+            try:
+                nbytes = self._device.put(key, value)
+            except NoSpaceError as e:
+                self._keep_in_memory(key, ekey, None, value, 0, f"no tier has room ({e})")
+                return
+            with self._lock:
+                self._keys[key] = (ekey, nbytes, False)
+                self.counters["puts"] += 1
+                self.counters["put_bytes"] += nbytes
+                self.counters["put_seconds"] += perf_counter() - t0
+            self._maybe_log()
+            return
         try:
             header, frames = serialize(value, serializers=self.serializers, on_error="raise")
             head = msgpack.dumps(header, use_bin_type=True)
@@ -291,6 +323,15 @@ class SpillwayStore(MutableMapping):
                 if value is not None:
                     self.counters["cache_hits"] += 1
                     return value
+        if self._device is not None and key in self._device:  # issue 15: device values
+            try:
+                value = self._device.get(key)
+            except KeyError:
+                raise KeyError(key) from None
+            with self._lock:
+                self.counters["gets"] += 1
+                self.counters["get_bytes"] += entry[1]
+            return value
         ekey, nbytes, device = entry
         t0 = perf_counter()
         try:
@@ -330,6 +371,8 @@ class SpillwayStore(MutableMapping):
             entry = self._keys.pop(key)  # KeyError when absent
             in_overflow = self._overflow.pop(key, None) is not None
             self._forget(key)
+        if self._device is not None and self._device.discard(key):  # issue 15: device values
+            return
         if not in_overflow:
             self._erase_engine(entry[0], entry[2])
 
@@ -367,6 +410,8 @@ class SpillwayStore(MutableMapping):
         with self._lock:
             self._keys.clear()
             self._overflow.clear()
+        if self._device is not None and not self.engine.closed:  # issue 15: device values
+            self._device.clear()
         if not self.engine.closed:
             self.engine.close()
         self._cleanup()

@@ -6,6 +6,8 @@ Skips, with the reason, without CuPy, without a CUDA device, or when this
 spillway build has no gpu tier support. Needs a GPU machine to run.
 """
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ import spillway
 cupy = pytest.importorskip("cupy", reason="CuPy is not installed (the GPU tests need it)")
 
 MiB = 1 << 20
+GiB = 1 << 30
 GPU_TIER = 256 * MiB
 
 
@@ -122,6 +125,136 @@ def test_dask_store_with_cupy_values(tmp_path):
         assert float(back.sum()) == pytest.approx(total, rel=1e-6)
     assert store.stats()["summary"]["demotions"] > 0
     store.close()
+
+
+# ---- device values (issue 15 item 3): adopted without a copy, views stored once ----
+
+
+def _store(tmp_path, gpu="256MiB", host="512MiB"):
+    pytest.importorskip("distributed", reason="python3-distributed is not installed")
+    from spillway.dask import SpillwayStore
+
+    return SpillwayStore(gpu_chain(tmp_path / "disk", gpu=gpu, host=host), log_interval=0)
+
+
+def test_store_adopts_device_arrays_and_counts_views(tmp_path):
+    store = _store(tmp_path)
+    a = cupy.arange(1 << 20, dtype=cupy.float32)
+    ptr, expected = a.data.ptr, float(a.sum())
+    store["whole"] = a
+    store["head"] = a[:1000]
+    store["strided"] = a[::2]
+    gpu = store.engine.stats()["tiers"][0]
+    assert gpu["objects"] == 1 and gpu["raw_bytes"] >= a.nbytes, gpu  # one allocation, stored once
+    back = store["whole"]
+    assert isinstance(back, cupy.ndarray) and back.data.ptr == ptr  # no copy: the engine holds the array's memory
+    del back
+    del a  # the engine keeps the producer's memory alive
+    cupy.get_default_memory_pool().free_all_blocks()
+    scribble = cupy.full(1 << 20, -1, dtype=cupy.float32)  # would land on the memory had it been freed
+    assert float(store["whole"].sum()) == expected
+    assert bool((store["strided"] == cupy.arange(0, 1 << 20, 2, dtype=cupy.float32)).all())
+    assert store["head"].shape == (1000,) and float(store["head"][-1]) == 999.0
+    del scribble
+    del store["whole"], store["head"]
+    assert store.engine.stats()["tiers"][0]["objects"] == 1  # "strided" still shares it
+    del store["strided"]
+    assert store.engine.stats()["tiers"][0]["objects"] == 0
+    store.close()
+
+
+def test_store_device_values_demoted_and_released(tmp_path):
+    from spillway import device
+
+    store = _store(tmp_path, gpu="64MiB", host="128MiB")
+    before = device._native.release_counts()["dropped"]
+    sums = {}
+    for i in range(24):  # 24 x 8 MiB: 3x the gpu tier, spilled to host and file
+        v = cupy.random.default_rng(i).random(2 * MiB, dtype=cupy.float32)
+        store[f"x{i}"] = v
+        sums[f"x{i}"] = float(v.sum())
+    del v
+    store.engine.flush()
+    device._native.drain()
+    s = store.engine.stats()
+    assert s["tiers"][0]["demotions_out"] > 0 and s["tiers"][2]["objects"] > 0, s["tiers"]
+    assert device._native.release_counts()["dropped"] > before  # the engine let go of demoted producers
+    for k, total in sums.items():
+        back = store[k]
+        assert isinstance(back, cupy.ndarray) and back.shape == (2 * MiB,)
+        assert float(back.sum()) == pytest.approx(total, rel=1e-6)
+        del back
+    store.close()
+
+
+def test_store_objects_without_interface_use_cuda_serializers(tmp_path):
+    sparse = pytest.importorskip("cupyx.scipy.sparse")
+    store = _store(tmp_path)
+    m = sparse.random(2000, 2000, density=0.01, format="csr", dtype=cupy.float32, random_state=1)
+    store["m"] = m
+    assert store.stats()["store"]["overflow_keys"] == 0
+    back = store["m"]
+    assert bool((back.toarray() == m.toarray()).all())
+    store.close()
+
+
+# ---- allocators (issue 15 item 4): spill on allocation failure ----
+
+
+def test_cupy_allocator_demotes_on_allocation_failure(tmp_path):
+    from spillway import device
+
+    eng = spillway.Engine(gpu_chain(tmp_path / "disk", gpu="2GiB", host="4GiB"))
+    old = cupy.cuda.get_allocator()
+    hog = 0
+    try:
+        cupy.cuda.set_allocator(device.cupy_allocator(eng))
+        arrays = [cupy.full(64 * MiB // 4, i, dtype=cupy.float32) for i in range(24)]  # 1.5 GiB, engine memory
+        for i, a in enumerate(arrays):
+            spillway.put_array(eng, f"v{i}", a)  # adopted, no copy
+        del arrays, a
+        cupy.get_default_memory_pool().free_all_blocks()
+        free = cupy.cuda.runtime.memGetInfo()[0]
+        hog = cupy.cuda.runtime.malloc(free - GiB)  # memory outside the engine: 1 GiB left free
+        big = cupy.empty(1536 * MiB // 4, dtype=cupy.float32)  # does not fit: the engine demotes and retries
+        big.fill(7)
+        assert float(big[-1]) == 7.0
+        assert eng.stats()["tiers"][0]["demotions_out"] > 0
+        del big
+        cupy.cuda.runtime.free(hog)
+        hog = 0
+        for i in range(24):
+            assert float(spillway.get_array(eng, f"v{i}")[12345]) == float(i)
+    finally:
+        cupy.cuda.set_allocator(old)
+        if hog:
+            cupy.cuda.runtime.free(hog)
+        eng.close()
+
+
+def test_torch_pluggable_allocator(tmp_path):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    chain = gpu_chain(tmp_path / "disk", gpu="1GiB", host="1GiB")
+    code = f"""
+import torch, spillway
+from spillway import device
+eng = spillway.Engine({chain!r})
+torch.cuda.memory.change_current_allocator(device.torch_allocator(eng))
+n = 1 << 22
+x = torch.arange(n, device="cuda")
+assert x.sum().item() == n * (n - 1) // 2
+c = device._native.torch_counts()
+assert c["allocs"] >= 2 and c["live"] >= 1, c
+spillway.put_array(eng, "t", x)  # an engine allocation, adopted back by the engine
+del x
+back = spillway.get_array(eng, "t")
+assert back.is_cuda and int(back[-1]) == n - 1
+print("TORCH-ALLOCATOR-OK", c)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and "TORCH-ALLOCATOR-OK" in r.stdout, r.stdout + r.stderr
 
 
 if __name__ == "__main__":

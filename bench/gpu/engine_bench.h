@@ -1,0 +1,28 @@
+// Engine-level GPU benchmark (issue 15 item 6), run by gpu_bench (--engine,
+// or --engine-only to skip the tier-level sections).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "spillway/status.h"
+
+namespace spillway {
+
+struct EngineBenchArgs {
+  std::string dir;       // file tier and disk reference folder (removed afterwards)
+  uint64_t gib = 4;      // working set per object size
+  int reps = 3;
+};
+
+// Prints markdown lines through `line`. Device objects (8 MiB and 64 MiB) are
+// adopted by an Engine (PutDeviceAllocation) whose gpu tier holds a quarter
+// of the working set: spill gpu -> pinned host and unspill (Acquire(kDevice))
+// against pinned cudaMemcpyAsync D2H / H2D in the same object-size chunks,
+// measured in the same run; then a gpu -> pinned host -> file chain against
+// min(pinned D2H, disk), the disk measured with the project's FileIo at the
+// file tier's settings (O_DIRECT, 1 MiB requests, queue depth 32).
+Status RunEngineBench(const EngineBenchArgs& args, const std::function<void(const std::string&)>& line);
+
+}  // namespace spillway
