@@ -103,7 +103,7 @@ Status DiskReference(const std::string& dir, uint64_t bytes, int reps, double* g
     for (uint64_t off = 0; off < bytes; off += kMiB) {
       IoRequest q;
       q.op = IoRequest::Op::kWrite;
-      q.fd = fh->fd;
+      q.file = &*fh;
       q.offset = off;
       q.buf = buf + off;
       q.len = kMiB;
