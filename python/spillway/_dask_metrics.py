@@ -114,6 +114,11 @@ class PrometheusCollector:
         self._store = store
         self.worker_label = str(worker_label)
 
+    def describe(self):
+        # Nothing declared up front: the registry then does not collect at
+        # registration, and several workers of one process may each register one.
+        return []
+
     def collect(self):
         from prometheus_client.core import Metric
         from prometheus_client.parser import text_string_to_metric_families
