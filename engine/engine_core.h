@@ -49,6 +49,8 @@ class EngineCore final : public Engine {
   StatusOr<Handle> Get(std::string_view key, Where where) override;
   Status PutDeviceAllocation(std::string_view key, void* device_ptr, std::vector<uint64_t> buffer_sizes,
                              std::function<void(void*)> release) override;
+  Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
+                           std::function<void(const std::byte*)> release) override;
   StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) override;
   void Prefetch(std::span<const std::string> keys, Where where) override;
   StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) override;

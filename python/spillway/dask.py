@@ -71,6 +71,13 @@ WORKER_DIR_VAR = dirs.WORKER_DIR_VAR
 _HEADER_SUFFIX = b"\x00hdr"
 _MISSING = object()
 _KEY_LOCKS = 64  # stripes serializing set/del/pop of one key (puts of different keys run in parallel)
+# Frames at least this large are handed to the engine as their own objects,
+# adopted without a copy when they are writable (Engine.put_adopted).
+ADOPT_MIN_BYTES = 64 * 1024
+
+
+def part_key(ekey, i):
+    return ekey + b"\x00f" + str(i).encode()
 
 
 def _is_device(frame):
@@ -93,14 +100,18 @@ def _nbytes(frame):
 class _Entry:
     """What the store knows of one key: the engine has the bytes."""
 
-    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow")
+    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts")
 
-    def __init__(self, ekey, nbytes, device, weight, overflow=False):
+    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=()):
         self.ekey = ekey        # engine key
         self.nbytes = nbytes    # serialized bytes in the engine (0 for overflow)
         self.device = device    # device frames: a companion header object exists
         self.weight = weight    # dask.sizeof of the value, Dask's measure of it
         self.overflow = overflow  # kept as a live object in self._overflow
+        self.parts = parts      # frame indices stored as their own (adopted) objects
+
+    def part_key(self, i):
+        return part_key(self.ekey, i)
 
 
 class SpillwayStore(MutableMapping):
@@ -131,6 +142,11 @@ class SpillwayStore(MutableMapping):
         every writeable array once on each read.
     pop_reads: pop(key, default) of a value held only as bytes reads it back
         (the MutableMapping contract) instead of returning `default`.
+    adopt: hand frames of at least ADOPT_MIN_BYTES (NumPy and pandas data)
+        to the engine without a copy (Engine.put_adopted): the engine
+        accounts their bytes and keeps the value's memory alive while the
+        object is in the host tier; only a demotion copies them, to the
+        file tier. False: every frame is copied into the host tier.
     """
 
     def __init__(
@@ -145,6 +161,7 @@ class SpillwayStore(MutableMapping):
         weak_cache=True,
         writable_views=True,
         pop_reads=False,
+        adopt=True,
     ):
         self._tmpdir = None
         self._closed = False
@@ -181,6 +198,7 @@ class SpillwayStore(MutableMapping):
         self.log_interval = log_interval
         self.writable_views = bool(writable_views)
         self.pop_reads = bool(pop_reads)
+        self.adopt = bool(adopt) and hasattr(self.engine, "put_adopted")
         self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
         self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
@@ -201,6 +219,7 @@ class SpillwayStore(MutableMapping):
             "deserialize_seconds": 0.0,
             "overflow_puts": 0,
             "unread_releases": 0,  # pop/discard/del of values never read back
+            "adopted_bytes": 0,  # frame bytes the engine adopted without a copy
         }
         self.fast = self.memory = TierView(self, spilled=False)
         self.slow = self.disk = TierView(self, spilled=True)
@@ -238,23 +257,35 @@ class SpillwayStore(MutableMapping):
                 return
             t1 = perf_counter()
             device = any(_is_device(f) for f in frames)
-            nbytes = len(head) + sum(_nbytes(f) for f in frames)
+            sizes = [_nbytes(f) for f in frames]
+            nbytes = len(head) + sum(sizes)
+            parts = () if device or not self.adopt else tuple(i for i, n in enumerate(sizes) if n >= ADOPT_MIN_BYTES)
+            adopted = 0
             try:
                 if device:
                     self._put_device(ekey, head, frames)
+                elif parts:
+                    adopted = self._put_parts(ekey, head, frames, parts, sizes)
                 else:
                     self.engine.put(ekey, [head, *frames])
             except NoSpaceError as e:
+                for i in parts:
+                    self._erase_quiet(part_key(ekey, i))
                 self._keep_in_memory(key, ekey, old, value, weight, f"no tier has room ({e})")
                 return
-            if old is not None and old.device and not device:
-                self._erase_quiet(ekey + _HEADER_SUFFIX)
+            if old is not None:
+                if old.device and not device:
+                    self._erase_quiet(ekey + _HEADER_SUFFIX)
+                for i in old.parts:
+                    if i not in parts:
+                        self._erase_quiet(part_key(ekey, i))
             t2 = perf_counter()
-            self._attach(key, _Entry(ekey, nbytes, device, weight), value)
+            self._attach(key, _Entry(ekey, nbytes, device, weight, parts=parts), value)
             with self._lock:
                 c = self.counters
                 c["puts"] += 1
                 c["put_bytes"] += nbytes
+                c["adopted_bytes"] += adopted
                 c["serialize_seconds"] += t1 - t0
                 c["put_seconds"] += t2 - t1
         self._maybe_log()
@@ -289,6 +320,20 @@ class SpillwayStore(MutableMapping):
         with self._lock:
             self.counters["overflow_puts"] += 1
         logger.warning("spillway: keeping %r in process memory: %s", key, why)
+
+    def _put_parts(self, ekey, head, frames, parts, sizes):
+        """The large frames as objects of their own (adopted when writable), the rest with the header.
+
+        Returns the bytes adopted without a copy.
+        """
+        adopted = 0
+        for i in parts:
+            if self.engine.put_adopted(part_key(ekey, i), frames[i]):
+                adopted += sizes[i]
+            else:
+                self.engine.put(part_key(ekey, i), frames[i])  # read-only: one copy
+        self.engine.put(ekey, [head, *(b"" if i in parts else f for i, f in enumerate(frames))])
+        return adopted
 
     def _put_device(self, ekey, head, frames):
         # One engine object holds one memory kind: device frames go under the
@@ -327,6 +372,8 @@ class SpillwayStore(MutableMapping):
             else:
                 bufs = self.engine.get_buffers(entry.ekey, writable=self.writable_views)
                 head, frames = bufs[0], bufs[1:]
+                for i in entry.parts:
+                    frames[i] = self.engine.get_buffers(entry.part_key(i), writable=self.writable_views)[0]
         except KeyError:
             raise KeyError(key) from None  # erased concurrently
         t1 = perf_counter()
@@ -392,6 +439,8 @@ class SpillwayStore(MutableMapping):
 
     def _erase_engine(self, entry):
         self._erase_quiet(entry.ekey)
+        for i in entry.parts:
+            self._erase_quiet(entry.part_key(i))
         if entry.device:
             self._erase_quiet(entry.ekey + _HEADER_SUFFIX)
 
