@@ -56,6 +56,7 @@ class EngineCore final : public Engine {
   StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) override;
   Status Erase(std::string_view key) override;
   bool Contains(std::string_view key) override;
+  int TierOf(std::string_view key) override;
   Status Flush() override;
   EngineStats Stats() override;
   const Config& config() const override { return config_; }

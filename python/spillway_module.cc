@@ -611,6 +611,21 @@ Engine(config, profile=None, background_mover=True)
           py::arg("key"))
       .def("__contains__", [](PyEngine& self, py::handle key) { return self.engine()->Contains(KeyFrom(key)); })
       .def(
+          "tiers_of",
+          [](PyEngine& self, py::handle keys) {
+            std::vector<std::string> ks = KeyList(keys);
+            std::shared_ptr<Engine> e = self.engine();
+            std::vector<int> out(ks.size());
+            {
+              py::gil_scoped_release nogil;
+              for (size_t i = 0; i < ks.size(); ++i) out[i] = e->TierOf(ks[i]);
+            }
+            return out;
+          },
+          py::arg("keys"),
+          "For each key, the index in `tiers` of the tier holding it, or -1 when absent (a snapshot; one call "
+          "for many keys).")
+      .def(
           "flush",
           [](PyEngine& self) {
             std::shared_ptr<Engine> e = self.engine();

@@ -117,6 +117,10 @@ class Engine {
   // copy goes away.
   virtual StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) = 0;
   virtual bool Contains(std::string_view key) = 0;
+  // The index (in config().tiers order) of the tier holding `key`, or -1 when
+  // absent: a snapshot, a move may follow at once. For callers that report
+  // where their objects are (the Dask store's fast/slow). (engine/engine_locate.cc)
+  virtual int TierOf(std::string_view key) = 0;
   // Waits until background moves are done and no tier is above its high
   // watermark, then makes persistent tiers durable (data synced).
   virtual Status Flush() = 0;

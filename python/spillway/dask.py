@@ -108,7 +108,7 @@ class _Entry:
         self.device = device    # device frames: a companion header object exists
         self.weight = weight    # dask.sizeof of the value, Dask's measure of it
         self.overflow = overflow  # kept as a live object in self._overflow
-        self.parts = parts      # frame indices stored as their own (adopted) objects
+        self.parts = parts      # frame indices stored as their own (adopted) objects, largest first
 
     def part_key(self, i):
         return part_key(self.ekey, i)
@@ -205,6 +205,7 @@ class SpillwayStore(MutableMapping):
         self._lock = threading.RLock()  # guards the dicts above and the counters
         self._key_locks = [threading.Lock() for _ in range(_KEY_LOCKS)]
         self._weight = 0  # sum of _Entry.weight
+        self._file_tiers = None  # indices of file tiers in engine.tiers
         self._last_log = monotonic()
         self._last_logged_ops = 0
         self.counters = {
@@ -260,6 +261,7 @@ class SpillwayStore(MutableMapping):
             sizes = [_nbytes(f) for f in frames]
             nbytes = len(head) + sum(sizes)
             parts = () if device or not self.adopt else tuple(i for i, n in enumerate(sizes) if n >= ADOPT_MIN_BYTES)
+            parts = tuple(sorted(parts, key=lambda i: -sizes[i]))  # largest first: where the value counts as being
             adopted = 0
             try:
                 if device:
@@ -500,25 +502,22 @@ class SpillwayStore(MutableMapping):
     def _spilled_keys(self):
         """The keys whose bytes sit in a file tier (not in process memory).
 
-        Exact when the module can locate a key (Engine.locate); otherwise an
-        estimate: the oldest keys, up to the file tiers' raw bytes (the engine
-        demotes the least recently used first).
+        Exact with Engine.tiers_of (a key is spilled when its main object is
+        in a file tier); with a module that lacks it, an estimate: the oldest
+        keys up to the file tiers' raw bytes (the engine demotes the least
+        recently used first).
         """
         if self._closed or self.engine.closed:
             return frozenset()
-        locate = getattr(self.engine, "locate", None)
         with self._lock:
             items = [(k, e) for k, e in self._keys.items() if not e.overflow]
-        if locate is not None:
-            file_names = {t["name"] for t in self.engine.tiers if t["kind"] == "file"}
-            out = set()
-            for k, e in items:
-                try:
-                    if locate(e.ekey) in file_names:
-                        out.add(k)
-                except KeyError:
-                    pass
-            return out
+        tiers_of = getattr(self.engine, "tiers_of", None)
+        if tiers_of is not None:
+            if self._file_tiers is None:
+                self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
+            # A value whose large frames are objects of their own is where its largest frame is.
+            where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for _, e in items])
+            return {k for (k, _), t in zip(items, where) if t in self._file_tiers}
         budget = sum(t["raw_bytes"] for t in file_tiers(self.engine.stats()))
         out = set()
         for k, e in items:

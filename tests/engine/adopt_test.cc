@@ -114,3 +114,19 @@ TEST_CASE("the background mover releases adopted memory on its own thread") {
     CHECK(HandleEquals(*h, objs[i]->bytes));
   }
 }
+
+TEST_CASE("TierOf follows an object down the chain") {
+  TempDir dir("locate");
+  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  CHECK(e->TierOf("absent") == -1);
+  auto small = Bytes(1000, 1), big = Bytes(2 << 20, 2);
+  REQUIRE(e->Put("small", small).ok());
+  REQUIRE(e->Put("big", big).ok());  // larger than the host tier
+  CHECK(e->TierOf("small") == 0);
+  CHECK(e->TierOf("big") == 1);
+  for (int i = 0; i < 12; ++i) REQUIRE(e->Put("fill" + std::to_string(i), Bytes(100 << 10, 10 + i)).ok());
+  REQUIRE(e->Flush().ok());
+  CHECK(e->TierOf("small") == 1);  // least recently used: demoted
+  REQUIRE(e->Erase("small").ok());
+  CHECK(e->TierOf("small") == -1);
+}

@@ -135,3 +135,23 @@ def test_store_threads_with_the_background_mover(tmp_path):
     s.close()
     assert settle(lambda: _spillway._pending_releases() == 0)
     assert threading.active_count() < 50
+
+
+def test_fast_slow_follow_the_engine(tmp_path):
+    # fast/slow and spilled_total come from where the engine holds each value
+    # (Engine.tiers_of): a read that promotes a spilled value moves it to fast.
+    from dask.sizeof import sizeof
+
+    s = SpillwayStore(chain(tmp_path, host="4MiB", file="512MiB"), log_interval=0)
+    rng = np.random.default_rng(2)
+    for i in range(24):
+        s[f"v{i}"] = rng.random(MiB // 8)  # 1 MiB each, adopted
+    s.engine.flush()
+    slow, fast = set(s.slow), set(s.fast)
+    assert len(slow) >= 16 and fast and not slow & fast
+    assert len(fast) * MiB <= 4 * MiB  # what fast lists fits in the host tier
+    assert s.spilled_total[0] == sum(sizeof(np.empty(MiB // 8)) for _ in slow)
+    k = sorted(slow)[0]
+    _ = s[k]  # promote_on_read (the default): back to the host tier
+    assert k in s.fast and k not in s.slow
+    s.close()
