@@ -1,118 +1,53 @@
 #!/usr/bin/env python3
-"""Dask spilling benchmark: Dask's default worker spilling against spillway.
+"""Dask spilling benchmark: Dask's default worker store against spillway, under the same memory.
 
-Runs the same workloads on the same LocalCluster shape twice in one run:
-  dask      - the default Worker.data, zict's SpillBuffer: live objects up to
-              the memory target (60% of the memory limit), then one pickled
-              file per key on disk, written synchronously on the event loop;
-  spillway  - spillway.dask.SpillwayStore: every value serialized into one
-              multi-buffer object in a host tier, demoted by the engine's
-              background mover to a file tier (packed segments, io_uring).
-Both use the same worker memory limit and Dask's default thresholds. The
-workloads' data is `--scale` times the workers' memory limits together, so
-both must spill heavily. Results are checked equal between the two modes.
+Both sides run the same workloads on the same cluster shape: a scheduler in
+this process and --workers `dask worker` processes (no nanny) over TCP:
+  dask      - the default Worker.data (zict SpillBuffer): live objects up to
+              the memory target, then one pickled file per key, written on
+              the event loop;
+  spillway  - `--preload spillway.dask_preload`: a SpillwayStore per worker,
+              host tier over a file tier (O_DIRECT unless --buffered).
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/dask_bench.py            # defaults below
-    ... --memory-limit 1GiB --scale 2.5 --repeat 2 --workloads array,dataframe
+Fairness: each side's workers run inside their own cgroup v1 memory cgroup
+(under this process's, in /sys/fs/cgroup/memory) whose memory.limit_in_bytes
+is the workers' memory limits together. The cgroup charges the page cache its
+processes fill, so Dask's spill files can no longer sit in memory that its
+limit does not count. Where the controller is missing or not writable the
+side runs unconfined and the report says so.
 
-Prints a table and writes bench/results/dask-<date>.md (--out to change).
-Ratio = dask seconds / spillway seconds (> 1: spillway faster); target 2x.
+Runs: --repeat (default 3) rounds, the two sides' order alternating round to
+round, a fresh cluster and cgroup each time; the report gives medians, each
+run, the load average around each run, peak RSS per worker and the cgroup's
+peak usage, and how much of Dask's own time went to spilling (pickle, write,
+read, unpickle: SpillBuffer's counters, summed over workers, as a share of the
+workers' wall time).
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/dask_bench.py                       # full run
+    ... --memory-limit 256MiB --scale 1.5 --repeat 1 --workloads array64m,inmemory   # a quick try
+
+Writes bench/results/dask-<date>.md (--out to change).
+Ratio = dask seconds / spillway seconds (> 1: spillway faster).
 """
 import argparse
 import datetime
 import os
 import platform
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dask_workloads import WORKLOADS  # noqa: E402
+
 MiB = 1 << 20
-
-
-def parse_bytes(text):
-    from dask.utils import parse_bytes as pb
-
-    return pb(text)
-
-
-# ---- workloads ---------------------------------------------------------------
-# Each returns ({phase: seconds}, check) where check is a small value compared
-# between modes.
-
-def array_workload(client, data_bytes):
-    import dask
-    import dask.array as da
-    from distributed import wait
-
-    chunk = 1024  # 8 MiB float64 blocks
-    n = max(chunk, int((data_bytes / 8) ** 0.5) // chunk * chunk)
-    times = {}
-    t = time.perf_counter()
-    x = da.random.RandomState(7).random_sample((n, n), chunks=(chunk, chunk)).persist()
-    wait(x)
-    times["persist"] = time.perf_counter() - t
-    t = time.perf_counter()
-    total, colsum = dask.compute(x.sum(), (x + x.T).sum(axis=0))
-    times["x+x.T reductions"] = time.perf_counter() - t
-    t = time.perf_counter()
-    y = (x * 2 - 1).persist()  # a second array as large as the first
-    wait(y)
-    ymean = y.mean(axis=1).compute()
-    times["derived array"] = time.perf_counter() - t
-    check = (float(total), float(colsum.sum()), float(ymean.sum()), x.nbytes + y.nbytes)
-    client.cancel([x, y])
-    del x, y
-    return times, check
-
-
-def make_partition(i, rows):
-    import pandas as pd
-
-    rng = np.random.default_rng(5000 + i)
-    return pd.DataFrame({
-        "key": rng.integers(0, 1000, rows),
-        "x": rng.random(rows),
-        "y": rng.standard_normal(rows),
-        "z": rng.integers(0, 1 << 40, rows),
-    })
-
-
-def dataframe_workload(client, data_bytes):
-    import dask
-    import dask.dataframe as dd
-    from distributed import wait
-
-    rows = 500_000  # 32 bytes a row: 15 MiB partitions
-    parts = max(4, int(data_bytes // (rows * 32)))
-    meta = make_partition(0, 0)
-    times = {}
-    t = time.perf_counter()
-    ddf = dd.from_delayed([dask.delayed(make_partition)(i, rows) for i in range(parts)], meta=meta).persist()
-    wait(ddf)
-    times["persist"] = time.perf_counter() - t
-    t = time.perf_counter()
-    grouped, positive = dask.compute(ddf.groupby("key").agg({"x": "sum", "y": "mean", "z": "max"}),
-                                     ddf[ddf.y > 0].x.mean())
-    times["groupby+filter"] = time.perf_counter() - t
-    t = time.perf_counter()
-    derived = ddf.assign(w=ddf.x * ddf.y + 1).persist()
-    wait(derived)
-    wsum = derived.w.sum().compute()
-    times["derived frame"] = time.perf_counter() - t
-    check = (float(grouped.x.sum()), float(grouped.z.sum()), float(positive), float(wsum), parts * rows)
-    client.cancel([ddf, derived])
-    del ddf, derived
-    return times, check
-
-
-WORKLOADS = {"array": array_workload, "dataframe": dataframe_workload}
-
-
-# ---- clusters ------------------------------------------------------------------
+SIDES = ("dask", "spillway")
 
 SPILLWAY_CONFIG = """\
 # dask_bench.py: host tier below the worker memory limit over a file tier
@@ -133,233 +68,335 @@ policy:
 """
 
 
-def start_cluster(mode, args, workdir):
-    from distributed import Client, LocalCluster
-
-    kwargs = dict(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
-                  memory_limit=args.memory_limit, dashboard_address=":0",
-                  local_directory=os.path.join(workdir, mode))
-    if mode == "spillway":
-        from spillway.dask import SpillwayStore
-
-        cfg = os.path.join(workdir, "tiers.yaml")
-        with open(cfg, "w") as f:
-            f.write(SPILLWAY_CONFIG.format(host=args.host_tier_bytes, codec=args.codec,
-                                           promote=str(args.promote_on_read).lower(),
-                                           direct=str(not args.buffered).lower()))
-        kwargs["data"] = (SpillwayStore, {"config": cfg, "log_interval": 0})
-    cluster = LocalCluster(**kwargs)
-    return cluster, Client(cluster)
+def load():
+    return "%.1f/%.1f/%.1f" % os.getloadavg()
 
 
-def spill_metrics(client):
-    def collect(dask_worker):
-        data = dask_worker.data
-        m = data.get_metrics() if hasattr(data, "get_metrics") else {}
-        return {k: m.get(k, 0) for k in ("disk_write_count_total", "disk_write_bytes_total",
-                                         "disk_read_count_total", "disk_read_bytes_total")}
+# ---- cgroup v1 -------------------------------------------------------------------
 
-    per_worker = client.run(collect)
-    out = {}
-    for m in per_worker.values():
-        for k, v in m.items():
-            out[k] = out.get(k, 0) + v
-    return out
+class MemoryCgroup:
+    """A child of this process's v1 memory cgroup, limited to `limit` bytes (page cache included)."""
+
+    ROOT = "/sys/fs/cgroup/memory"
+
+    def __init__(self, name, limit):
+        self.path = None
+        self.why_not = None
+        try:
+            with open("/proc/self/cgroup") as f:
+                mine = next(line.split(":", 2)[2].strip() for line in f if ":memory:" in line)
+        except (OSError, StopIteration):
+            self.why_not = "no cgroup v1 memory controller for this process (/proc/self/cgroup)"
+            return
+        path = os.path.join(self.ROOT + mine, name)
+        try:
+            os.mkdir(path)
+            self._write(path, "memory.limit_in_bytes", limit)
+            try:
+                self._write(path, "memory.swappiness", 0)
+            except OSError:
+                pass
+        except OSError as e:
+            self.why_not = f"cannot create {path}: {e}"
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+            return
+        self.path = path
+
+    @staticmethod
+    def _write(path, name, value):
+        with open(os.path.join(path, name), "w") as f:
+            f.write(str(value))
+
+    def _read(self, name):
+        with open(os.path.join(self.path, name)) as f:
+            return int(f.read().split()[0])
+
+    def wrap(self, argv):
+        """argv run inside the cgroup (the shell joins it, then execs)."""
+        if not self.path:
+            return argv
+        return ["sh", "-c", f'echo $$ > "{self.path}/cgroup.procs" && exec "$@"', "sh", *argv]
+
+    def peak(self):
+        return self._read("memory.max_usage_in_bytes") if self.path else 0
+
+    def failcnt(self):
+        return self._read("memory.failcnt") if self.path else 0
+
+    def remove(self):
+        if not self.path:
+            return
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)  # exiting processes still charged
+        print(f"dask_bench: could not remove {self.path}", file=sys.stderr)
 
 
-def peak_rss(client):
-    """Largest worker RSS sampled by Dask's system monitor so far (bytes)."""
-    return max(client.run(lambda dask_worker: max(dask_worker.monitor.quantities["memory"], default=0)).values())
+# ---- one side ------------------------------------------------------------------
+
+def dask_command(sub):
+    exe = shutil.which("dask")
+    return [exe, sub] if exe else [shutil.which(f"dask-{sub}")]
 
 
-def run_mode(mode, args, workdir, workloads):
-    cluster, client = start_cluster(mode, args, workdir)
+class Side:
+    """A scheduler here and args.workers `dask worker` processes in a memory cgroup."""
+
+    def __init__(self, side, args, workdir, rep):
+        from distributed import Client, LocalCluster
+
+        self.side = side
+        self.limit = args.workers * args.memory_limit_bytes
+        self.client = self.scheduler = None
+        self.procs = []
+        self.scheduler = LocalCluster(n_workers=0, processes=False, dashboard_address=":0", scheduler_port=0,
+                                      host="127.0.0.1", protocol="tcp://")
+        self.cgroup = MemoryCgroup(f"spillway-bench-{os.getpid()}-{side}-{rep}", self.limit)
+        try:
+            self._start_workers(args, workdir, rep)
+            self.client = Client(self.scheduler.scheduler_address)
+            self.client.wait_for_workers(args.workers, timeout=120)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_workers(self, args, workdir, rep):
+        side, address = self.side, self.scheduler.scheduler_address
+        local = os.path.join(workdir, side)
+        here = os.path.dirname(os.path.abspath(__file__))  # workers unpickle dask_workloads' functions
+        pythonpath = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=pythonpath, **{f"DASK_DISTRIBUTED__WORKER__MEMORY__{k.upper()}": str(v)
+                                                         for k, v in (("target", args.target), ("spill", args.spill),
+                                                                      ("pause", args.pause), ("terminate", False))})
+        argv = dask_command("worker") + [address, "--host", "127.0.0.1", "--no-nanny", "--nthreads",
+                                         str(args.threads), "--memory-limit", str(args.memory_limit_bytes),
+                                         "--local-directory", local, "--no-dashboard"]
+        if side == "spillway":
+            cfg = os.path.join(workdir, "tiers.yaml")
+            with open(cfg, "w") as f:
+                f.write(SPILLWAY_CONFIG.format(host=args.host_tier_bytes, codec=args.codec,
+                                               promote=str(args.promote_on_read).lower(),
+                                               direct=str(not args.buffered).lower()))
+            argv += ["--preload", "spillway.dask_preload", "--spillway-config", cfg, "--spillway-log-interval", "0"]
+        for i in range(args.workers):
+            log = open(os.path.join(workdir, f"{side}-{rep}-w{i}.log"), "wb")
+            self.procs.append(subprocess.Popen(self.cgroup.wrap(argv + ["--name", f"{side}-w{i}"]), env=env,
+                                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def spill_metrics(self):
+        keys = ("disk_write_count_total", "disk_write_bytes_total", "disk_read_count_total", "disk_read_bytes_total",
+                "pickle_time_total", "unpickle_time_total", "disk_write_time_total", "disk_read_time_total")
+
+        def collect(dask_worker):
+            data = dask_worker.data
+            m = data.get_metrics() if hasattr(data, "get_metrics") else {}
+            return {k: m.get(k, 0) for k in keys}
+
+        out = dict.fromkeys(keys, 0)
+        for m in self.client.run(collect).values():
+            for k, v in m.items():
+                out[k] += v
+        return out
+
+    def peak_rss(self):
+        return max(self.client.run(lambda dask_worker: max(dask_worker.monitor.quantities["memory"],
+                                                            default=0)).values())
+
+    def alive(self):
+        return all(p.poll() is None for p in self.procs)
+
+    def close(self):
+        try:
+            if self.client is not None:
+                self.client.close()
+            self.scheduler.close()
+        finally:
+            for p in self.procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in self.procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(10)
+            self.cgroup.remove()
+
+
+def _watchdog(side, stop):
+    """Interrupts the main thread when a worker process dies (a workload would wait for it forever)."""
+    import _thread
+
+    while not stop.wait(1.0):
+        if not side.alive():
+            print(f"dask_bench: a {side.side} worker process died (the cgroup's OOM killer?): stopping this run",
+                  file=sys.stderr, flush=True)
+            _thread.interrupt_main()
+            return
+
+
+def run_side(side, args, workdir, workloads, rep):
+    import threading
+
+    s = Side(side, args, workdir, rep)
     results = {}
+    stop = threading.Event()
+    threading.Thread(target=_watchdog, args=(s, stop), daemon=True).start()
     try:
         for name in workloads:
-            before = spill_metrics(client)
+            fn, scale = WORKLOADS[name]
+            data_bytes = int((scale or args.scale) * s.limit)
+            before, load_before = s.spill_metrics(), load()
             t = time.perf_counter()
-            phases, check = WORKLOADS[name](client, args.data_bytes)
+            if not s.alive():
+                raise RuntimeError(f"{side}: a worker process died (killed by the cgroup's OOM killer?); "
+                                   f"see {workdir}/{side}-{rep}-w*.log")
+            phases, check = fn(s.client, data_bytes)
             total = time.perf_counter() - t
-            after = spill_metrics(client)
-            spilled = {k: after[k] - before.get(k, 0) for k in after}
-            rss = peak_rss(client)
-            results[name] = {"phases": phases, "total": total, "check": check, "spill": spilled, "rss": rss}
-            print(f"  {mode:9s} {name:10s} {total:7.1f} s  "
-                  + "  ".join(f"{p} {s:.1f}s" for p, s in phases.items())
-                  + f"  | disk writes {spilled['disk_write_count_total']:.0f}"
-                    f" ({spilled['disk_write_bytes_total'] / MiB:.0f} MiB),"
-                    f" reads {spilled['disk_read_count_total']:.0f}; peak worker RSS {rss / MiB:.0f} MiB", flush=True)
+            after = s.spill_metrics()
+            spill = {k: after[k] - before[k] for k in after}
+            spill_s = sum(spill[k] for k in ("pickle_time_total", "unpickle_time_total", "disk_write_time_total",
+                                             "disk_read_time_total"))
+            r = {"phases": phases, "total": total, "check": check, "spill": spill, "spill_seconds": spill_s,
+                 "rss": s.peak_rss(), "cgroup_peak": s.cgroup.peak(), "load": f"{load_before} -> {load()}",
+                 "data_bytes": data_bytes}
+            results[name] = r
+            print(f"  run {rep + 1} {side:9s} {name:9s} {total:7.1f} s  "
+                  + "  ".join(f"{p} {v:.1f}s" for p, v in phases.items())
+                  + f" | disk writes {spill['disk_write_count_total']:.0f} "
+                    f"({spill['disk_write_bytes_total'] / MiB:.0f} MiB), spill time {spill_s:.1f} s; "
+                    f"peak RSS {r['rss'] / MiB:.0f} MiB, cgroup peak {r['cgroup_peak'] / MiB:.0f} MiB; "
+                    f"load {r['load']}", flush=True)
+        if not s.alive():
+            raise RuntimeError(f"{side}: a worker process died (killed by the cgroup's OOM killer?); "
+                               f"see {workdir}/{side}-{rep}-w*.log")
     finally:
-        client.close()
-        cluster.close()
+        stop.set()
+        results["_confined"] = s.cgroup.path is not None
+        results["_why_not"] = s.cgroup.why_not
+        results["_failcnt"] = s.cgroup.failcnt() if s.cgroup.path else 0
+        s.close()
     return results
+
+
+# ---- report ----------------------------------------------------------------------
+
+def render(args, runs, workloads, load_before, load_after, started):
+    med = lambda side, wl, f: statistics.median(f(r[side][wl]) for r in runs)  # noqa: E731
+    lines = ["| workload | data | dask (s) | spillway (s) | dask/spillway | Dask's spill time | "
+             "peak RSS/worker dask / spillway | cgroup peak dask / spillway |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for wl in workloads:
+        d, s = med("dask", wl, lambda r: r["total"]), med("spillway", wl, lambda r: r["total"])
+        share = med("dask", wl, lambda r: r["spill_seconds"] / (r["total"] * args.workers))
+        rss = [med(side, wl, lambda r: r["rss"]) / MiB for side in SIDES]
+        cg = [med(side, wl, lambda r: r["cgroup_peak"]) / MiB for side in SIDES]
+        data = runs[0]["dask"][wl]["data_bytes"] / MiB
+        lines.append(f"| {wl} | {data:.0f} MiB | {d:.2f} | {s:.2f} | {d / s:.2f}x | {share:.0%} | "
+                     f"{rss[0]:.0f} / {rss[1]:.0f} MiB | {cg[0]:.0f} / {cg[1]:.0f} MiB |")
+    table = "\n".join(lines)
+    per_run = ["| run | side | " + " | ".join(workloads) + " | load (first workload) |",
+               "| --- | --- |" + " ---: |" * len(workloads) + " --- |"]
+    for i, run in enumerate(runs, 1):
+        for side in SIDES:
+            per_run.append(f"| {i} | {side} | " + " | ".join(f"{run[side][wl]['total']:.1f}" for wl in workloads)
+                           + f" | {run[side][workloads[0]]['load']} |")
+    confinement = []
+    for side in SIDES:
+        r = runs[0][side]
+        confinement.append(f"{side}: " + (f"confined (cgroup v1, limit {args.workers * args.memory_limit_bytes / MiB:.0f}"
+                                          f" MiB, limit hits in the last run {runs[-1][side]['_failcnt']})"
+                                          if r["_confined"] else f"NOT confined: {r['_why_not']}"))
+    import dask
+    import distributed
+
+    md = f"""# Dask spilling: default store (zict SpillBuffer) vs spillway, same memory including the page cache
+
+Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`.
+
+- Machine: {platform.node()}, {os.cpu_count()} cores, Linux {platform.release()}; load average {load_before}
+  before, {load_after} after. The machine is shared: absolute times are noisy; the ratio is measured in
+  the same run, sides interleaved.
+- Python {platform.python_version()}, dask {dask.__version__}, distributed {distributed.__version__},
+  numpy {np.__version__}.
+- Cluster: {args.workers} `dask worker` processes (no nanny) x {args.threads} thread, --memory-limit
+  {args.memory_limit_bytes / MiB:.0f} MiB each; thresholds target {args.target}, spill {args.spill},
+  pause {args.pause}, terminate off. spillway: host tier {args.host_tier_bytes / MiB:.0f} MiB per worker
+  over a file tier (codec {args.codec}, {"buffered" if args.buffered else "O_DIRECT"},
+  promote_on_read {str(args.promote_on_read).lower()}).
+- Confinement: {'; '.join(confinement)}.
+- Data: --scale {args.scale} x all workers' memory limits per spilling workload; `inmemory` 0.2x.
+  Medians of {len(runs)} run(s); results checked equal between the sides.
+- "Dask's spill time": SpillBuffer's pickle + disk write + disk read + unpickle seconds, summed over
+  workers, as a share of workers x wall time.
+
+{table}
+
+Each run, end to end (s):
+
+{chr(10).join(per_run)}
+"""
+    return md, table
 
 
 def checks_match(a, b):
     return all(np.isclose(x, y, rtol=1e-6) for x, y in zip(a, b))
 
 
-# ---- report --------------------------------------------------------------------
-
-def render(args, runs, workloads, load_before, load_after, started):
-    def median(mode, wl, key=None):
-        vals = [r[mode][wl]["total"] if key is None else r[mode][wl]["phases"][key] for r in runs]
-        return statistics.median(vals)
-
-    lines = []
-    lines.append("| workload | phase | dask default (s) | spillway (s) | ratio dask/spillway |")
-    lines.append("| --- | --- | ---: | ---: | ---: |")
-    total_d = total_s = 0.0
-    for wl in workloads:
-        for phase in runs[0]["dask"][wl]["phases"]:
-            d, s = median("dask", wl, phase), median("spillway", wl, phase)
-            lines.append(f"| {wl} | {phase} | {d:.2f} | {s:.2f} | {d / s:.2f}x |")
-        d, s = median("dask", wl), median("spillway", wl)
-        total_d += d
-        total_s += s
-        lines.append(f"| **{wl}** | **end to end** | **{d:.2f}** | **{s:.2f}** | **{d / s:.2f}x** |")
-    ratio = total_d / total_s
-    lines.append(f"| **all** | **end to end** | **{total_d:.2f}** | **{total_s:.2f}** | **{ratio:.2f}x** |")
-    table = "\n".join(lines)
-
-    spill_lines = ["| workload | mode | disk writes | written | disk reads | read | peak worker RSS |",
-                   "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for wl in workloads:
-        for mode in ("dask", "spillway"):
-            s = runs[-1][mode][wl]["spill"]
-            spill_lines.append(f"| {wl} | {mode} | {s['disk_write_count_total']:.0f} | "
-                               f"{s['disk_write_bytes_total'] / MiB:.0f} MiB | {s['disk_read_count_total']:.0f} | "
-                               f"{s['disk_read_bytes_total'] / MiB:.0f} MiB | "
-                               f"{runs[-1][mode][wl]['rss'] / MiB:.0f} MiB |")
-    import dask
-    import distributed
-
-    verdict = "met" if ratio >= 2.0 else "missed"
-    md = f"""# Dask spilling: default (zict SpillBuffer) vs spillway SpillwayStore
-
-Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`.
-
-- Machine: {platform.node()}, {os.cpu_count()} cores, {_meminfo()}, Linux {platform.release()};
-  load average {load_before} before, {load_after} after (the machine is shared: absolute times are noisy,
-  the ratio is measured in the same run).
-- Python {platform.python_version()}, dask {dask.__version__}, distributed {distributed.__version__}, numpy {np.__version__}.
-- Cluster: LocalCluster, {args.workers} worker processes x {args.threads} thread, memory_limit
-  {args.memory_limit_bytes / MiB:.0f} MiB each,
-  Dask's default thresholds (target 0.6, spill 0.7, pause 0.8). Dask default: SpillBuffer target
-  {0.6 * args.memory_limit_bytes / MiB:.0f} MiB of live objects per worker, files in the worker directory.
-  spillway: host tier {args.host_tier_bytes / MiB:.0f} MiB per worker over a file tier (codec {args.codec},
-  promote_on_read {str(args.promote_on_read).lower()}, {"buffered I/O" if args.buffered else "O_DIRECT"}) in the
-  worker directory ({args.dir}).
-- Data: {args.data_bytes / MiB:.0f} MiB per workload, {args.scale}x the memory limits of all workers together
-  (>= 4x Dask's in-memory targets). Median of {len(runs)} run(s); results checked equal between modes.
-
-{table}
-
-Target: 2x end to end. **{verdict}**: {ratio:.2f}x overall.
-
-Each run, end to end (s):
-
-{per_run_text(runs, workloads)}
-
-Spilling done (last run):
-
-{spill_lines_text(spill_lines)}
-"""
-    return md, table, ratio, verdict
-
-
-def per_run_text(runs, workloads):
-    lines = ["| run | " + " | ".join(f"{wl} dask | {wl} spillway" for wl in workloads) + " |",
-             "| --- |" + " ---: | ---: |" * len(workloads)]
-    for i, run in enumerate(runs, 1):
-        cells = []
-        for wl in workloads:
-            cells += [f"{run['dask'][wl]['total']:.1f}", f"{run['spillway'][wl]['total']:.1f}"]
-        lines.append(f"| {i} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def spill_lines_text(lines):
-    return "\n".join(lines)
-
-
-def _meminfo():
-    try:
-        with open("/proc/meminfo") as f:
-            kb = int(f.readline().split()[1])
-        return f"{kb / (1 << 20):.0f} GiB RAM"
-    except OSError:
-        return "unknown RAM"
-
-
 def main():
+    from dask.utils import parse_bytes
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="threads per worker")
-    p.add_argument("--memory-limit", default="768MiB", help="per worker, both modes")
-    p.add_argument("--host-tier", default=None,
-                   help="spillway host tier per worker (default: a third of the memory limit, so worker RSS stays "
-                        "under Dask's pause threshold)")
+    p.add_argument("--memory-limit", default="600MiB", help="per worker, both sides")
+    p.add_argument("--target", type=float, default=0.5)
+    p.add_argument("--spill", type=float, default=0.6)
+    p.add_argument("--pause", default="False", help="pause fraction or False")
+    p.add_argument("--host-tier", default=None, help="spillway host tier per worker (default: a third of the limit)")
     p.add_argument("--codec", default="none", help="file tier codec: none, lz4, zstd")
-    p.add_argument("--promote-on-read", action="store_true",
-                   help="spillway policy.promote_on_read (default off: Dask reads a result a few times, and a promoted "
-                        "object is written to disk again when demoted)")
-    p.add_argument("--buffered", action="store_true",
-                   help="spillway file tier with buffered I/O (io.direct false: the page cache, as Dask's spill "
-                        "files use) instead of O_DIRECT")
-    p.add_argument("--scale", type=float, default=2.5, help="data per workload / all workers' memory limits")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--workloads", default="array,dataframe")
-    p.add_argument("--modes", default="dask,spillway")
-    p.add_argument("--dir", default=None, help="where workers spill (default: a temporary folder under /var/tmp)")
+    p.add_argument("--promote-on-read", action="store_true")
+    p.add_argument("--buffered", action="store_true", help="spillway file tier with buffered I/O")
+    p.add_argument("--scale", type=float, default=4.0, help="data per spilling workload / all workers' limits")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--dir", default=None, help="where workers spill (default: a new folder under /var/tmp)")
     p.add_argument("--out", default=None, help="markdown report (default bench/results/dask-<date>.md)")
     args = p.parse_args()
-
     args.memory_limit_bytes = parse_bytes(args.memory_limit)
-    args.memory_limit = args.memory_limit_bytes
+    args.pause = False if args.pause.lower() == "false" else float(args.pause)
     args.host_tier_bytes = parse_bytes(args.host_tier) if args.host_tier else args.memory_limit_bytes // 3 // MiB * MiB
-    args.data_bytes = int(args.scale * args.workers * args.memory_limit_bytes)
     workloads = [w for w in args.workloads.split(",") if w]
-    modes = [m for m in args.modes.split(",") if m]
     for w in workloads:
         if w not in WORKLOADS:
             p.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
-
-    created = args.dir is None
     workdir = args.dir or tempfile.mkdtemp(prefix="spillway-dask-bench-", dir="/var/tmp")
-    args.dir = workdir
     os.makedirs(workdir, exist_ok=True)
-    started = datetime.datetime.now()
-    load_before = "%.1f/%.1f/%.1f" % os.getloadavg()
-    print(f"dask_bench: {args.workers} workers x {args.memory_limit_bytes / MiB:.0f} MiB, "
-          f"{args.data_bytes / MiB:.0f} MiB per workload, spillway host tier {args.host_tier_bytes / MiB:.0f} MiB, "
-          f"dir {workdir}", flush=True)
+    started, load_before = datetime.datetime.now(), load()
+    print(f"dask_bench: {args.workers} workers x {args.memory_limit_bytes / MiB:.0f} MiB, scale {args.scale}, "
+          f"spillway host tier {args.host_tier_bytes / MiB:.0f} MiB, dir {workdir}, load {load_before}", flush=True)
     runs = []
     try:
         for rep in range(args.repeat):
-            run = {}
-            # Alternate the order so drift on a shared machine hits both modes.
-            for mode in modes if rep % 2 == 0 else list(reversed(modes)):
-                run[mode] = run_mode(mode, args, workdir, workloads)
-            runs.append(run)
+            order = SIDES if rep % 2 == 0 else SIDES[::-1]
+            runs.append({side: run_side(side, args, workdir, workloads, rep) for side in order})
     finally:
-        shutil.rmtree(workdir if created else os.path.join(workdir, "dask"), ignore_errors=True)
-        if not created:
-            shutil.rmtree(os.path.join(workdir, "spillway"), ignore_errors=True)
-    if set(modes) != {"dask", "spillway"}:
-        return 0
+        if args.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
     for run in runs:
         for wl in workloads:
             a, b = run["dask"][wl]["check"], run["spillway"][wl]["check"]
             if not checks_match(a, b):
                 print(f"dask_bench: RESULTS DIFFER for {wl}: dask {a} spillway {b}", file=sys.stderr)
                 return 1
-    load_after = "%.1f/%.1f/%.1f" % os.getloadavg()
-    md, table, ratio, verdict = render(args, runs, workloads, load_before, load_after, started)
-    print()
-    print(table)
-    print(f"\ntarget 2x end to end: {verdict} ({ratio:.2f}x)")
+    md, table = render(args, runs, workloads, load_before, load(), started)
+    print("\n" + table)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                    f"dask-{started:%Y-%m-%d}.md")
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -49,11 +49,14 @@ class EngineCore final : public Engine {
   StatusOr<Handle> Get(std::string_view key, Where where) override;
   Status PutDeviceAllocation(std::string_view key, void* device_ptr, std::vector<uint64_t> buffer_sizes,
                              std::function<void(void*)> release) override;
+  Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
+                           std::function<void(const std::byte*)> release) override;
   StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) override;
   void Prefetch(std::span<const std::string> keys, Where where) override;
   StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) override;
   Status Erase(std::string_view key) override;
   bool Contains(std::string_view key) override;
+  int TierOf(std::string_view key) override;
   Status Flush() override;
   EngineStats Stats() override;
   const Config& config() const override { return config_; }

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Dask workers whose data lives in spillway, each loading its node's tier profile.
 
+(From the command line, Dask's own `dask worker` does the same with
+`--preload spillway.dask_preload --spillway-config FILE --spillway-profile P`;
+see spillway/dask_preload.py. This script starts the workers from Python.)
+
 The cluster-nodes use case: one config file (examples/cluster-nodes.yaml)
 describes every node shape as a profile (gpu-node, cpu-node). Each worker
 opens a spillway engine with the profile of the node it runs on, chosen by

@@ -37,6 +37,7 @@
 #include "spillway/config_loader.h"
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
+#include "adopted_buffers.h"
 #include "python/device_values.h"
 
 namespace py = pybind11;
@@ -357,6 +358,30 @@ void Put(PyEngine& self, py::handle key, py::handle value, const std::string& me
   Check(s);
 }
 
+// Engine::PutHostAllocation of `value`'s own memory (no copy), when it exports a
+// writable contiguous buffer; false (nothing stored) when it does not. The
+// export, and with it the exporter, lives until the engine releases it
+// (BufferReleaser). Writable only: readers get writable views of it.
+bool PutAdopted(PyEngine& self, py::handle key, py::handle value) {
+  std::string k = KeyFrom(key);
+  auto view = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(value.ptr(), view.get(), PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  const auto* data = static_cast<const std::byte*>(view->buf);
+  const auto len = static_cast<uint64_t>(view->len);
+  Py_buffer* held = view.release();
+  std::shared_ptr<Engine> e = self.engine();
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = e->PutHostAllocation(k, data, {len}, [held](const std::byte*) { BufferReleaser::Get().Push(held); });
+  }
+  Check(s);
+  return true;
+}
+
 std::shared_ptr<Pinned> Pin(PyEngine& self, py::handle key, const std::string& where) {
   std::string k = KeyFrom(key);
   const Where w = WhereFrom(where);
@@ -520,6 +545,12 @@ Engine(config, profile=None, background_mover=True)
           },
           py::arg("text"), py::arg("source_name") = "<string>", py::arg("profile") = py::none(),
           py::arg("background_mover") = true, "Opens an engine from YAML text; errors cite `source_name`.")
+      .def("put_adopted", &PutAdopted, py::arg("key"), py::arg("value"),
+           "Stores `value` (a writable, contiguous buffer-protocol object: a NumPy array, a bytearray) under "
+           "`key` WITHOUT copying: the engine accounts its bytes in the host tier and keeps the object alive "
+           "until it lets go (erase, replace, demotion). Returns False, storing nothing, when `value` exports no "
+           "writable contiguous buffer. Writes to `value` afterwards are seen by readers while it is in the host "
+           "tier. No host tier has room: a copy goes down the chain and `value` is let go at once.")
       .def("put", &Put, py::arg("key"), py::arg("value"), py::arg("memory") = "auto",
            "Stores `value` (a buffer-protocol object, an object with __cuda_array_interface__, or a list/tuple of "
            "them: one object of several buffers) under `key` (str or bytes), replacing any previous value. The "
@@ -590,6 +621,21 @@ Engine(config, profile=None, background_mover=True)
           py::arg("key"))
       .def("__contains__", [](PyEngine& self, py::handle key) { return self.engine()->Contains(KeyFrom(key)); })
       .def(
+          "tiers_of",
+          [](PyEngine& self, py::handle keys) {
+            std::vector<std::string> ks = KeyList(keys);
+            std::shared_ptr<Engine> e = self.engine();
+            std::vector<int> out(ks.size());
+            {
+              py::gil_scoped_release nogil;
+              for (size_t i = 0; i < ks.size(); ++i) out[i] = e->TierOf(ks[i]);
+            }
+            return out;
+          },
+          py::arg("keys"),
+          "For each key, the index in `tiers` of the tier holding it, or -1 when absent (a snapshot; one call "
+          "for many keys).")
+      .def(
           "flush",
           [](PyEngine& self) {
             std::shared_ptr<Engine> e = self.engine();
@@ -616,6 +662,9 @@ Engine(config, profile=None, background_mover=True)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyEngine& self, py::args) { self.Close(); });
 
+  m.def("_pending_releases", [] { return BufferReleaser::Get().pending(); },
+        "Adopted buffers queued for release (tests).");
+  py::module_::import("atexit").attr("register")(py::cpp_function([] { BufferReleaser::Get().Stop(); }));
   m.def("format_bytes", [](double bytes) { return HumanBytes(bytes); }, py::arg("bytes"), "1.50 GiB");
   RegisterDeviceValues(m, [](py::handle h) { return h.cast<PyEngine&>().engine(); });  // issue 15: _spillway.device
 }

@@ -87,6 +87,23 @@ class Engine {
   virtual Status PutDeviceAllocation(std::string_view key, void* device_ptr,
                                      std::vector<uint64_t> buffer_sizes,
                                      std::function<void(void*)> release) = 0;
+  // Stores the caller's host memory without copying (a Python buffer, a
+  // NumPy array): `data` holds the object's buffers back to back. The first
+  // host tier with room adopts it, accounting `sum(buffer_sizes)` bytes like
+  // any object it stores, and moves it down the chain like any other (the
+  // demotion reads `data`). `release(data)` runs exactly once, when the
+  // engine no longer needs the memory (erase, replace, a committed demotion,
+  // the engine's destruction; or at once after a copy, below). It runs on
+  // whichever thread drops the last reference, engine threads included,
+  // with no engine lock held: it must not block (hand slow work, e.g.
+  // taking Python's GIL, to another thread). No host tier with room: the
+  // bytes are copied down the chain as Put does, then released.
+  // REQUIRES: the memory stays valid until `release`. A write to it is seen
+  // by readers while the object is in a host tier and may or may not reach a
+  // copy being demoted (as with writable views of Put objects).
+  // (engine/engine_adopt.cc)
+  virtual Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
+                                   std::function<void(const std::byte*)> release) = 0;
   // Brings every key to `where` concurrently and pins each until the
   // returned handles are released: call it before launching a kernel on
   // those inputs. On any failure nothing stays pinned and the error names the key.
@@ -100,6 +117,10 @@ class Engine {
   // copy goes away.
   virtual StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) = 0;
   virtual bool Contains(std::string_view key) = 0;
+  // The index (in config().tiers order) of the tier holding `key`, or -1 when
+  // absent: a snapshot, a move may follow at once. For callers that report
+  // where their objects are (the Dask store's fast/slow). (engine/engine_locate.cc)
+  virtual int TierOf(std::string_view key) = 0;
   // Waits until background moves are done and no tier is above its high
   // watermark, then makes persistent tiers durable (data synced).
   virtual Status Flush() = 0;

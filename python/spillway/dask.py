@@ -3,6 +3,8 @@
     from distributed import LocalCluster
     from spillway.dask import SpillwayStore
     cluster = LocalCluster(n_workers=2, data=(SpillwayStore, {"config": "tiers.yaml"}))
+    # or from the command line: dask worker ADDRESS --preload spillway.dask_preload \
+    #     --spillway-config nodes.yaml --spillway-profile cpu-node   (see spillway.dask_preload)
 
 Each value is serialized with Dask's own serialization (``serialize`` with the
 "dask" then "pickle" serializers; "cuda" first when the chain has a gpu tier)
@@ -12,34 +14,41 @@ copied on the Python side). The engine places it in the first tier with room
 and moves it down the chain under pressure: spilling is the engine's job, so
 the store does not implement Dask's manual ``evict()`` protocol and the worker's
 memory monitor leaves it alone (it still pauses the worker at the pause
-threshold). Size the host tier below the worker's memory limit.
+threshold, on the process memory, which includes the host tier). Size the
+host tier below the worker's memory limit.
+
+Mapping semantics Dask relies on:
+
+- ``del store[k]``, ``store.discard(k)`` and ``store.pop(k, default)`` never
+  read a value that is only held as bytes (distributed releases every key with
+  ``data.pop(key, None)`` and ignores the result): such a pop erases the
+  object and returns ``default``; a value still alive in the process (weak
+  cache, overflow) is returned. ``pop(k)`` with no default, or
+  ``pop_reads=True``, follows the MutableMapping contract and reads.
+- ``store[k] = v`` puts ``v`` in the weak cache: while the task's result is
+  alive, reads return that object instead of deserializing a second copy.
+- ``with SpillwayStore(...) as s:`` and ``close()`` (idempotent).
+- ``fast`` / ``slow`` (aliases ``memory`` / ``disk``): read-only views of the
+  keys held in memory tiers and in file tiers, for tools that inspect
+  SpillBuffer's parts.
+- ``spilled_total`` and ``get_metrics()`` in Dask's terms (``sizeof``), so the
+  managed-memory figures the worker and dashboard show match the default store's.
 
 Reading deserializes straight from the pinned object: the frames are writable
 views of the engine's bytes (``writable_views``), so Dask's deserializers
 build writeable arrays on them without a copy. As with Dask's in-memory
 values, a task that writes into its input changes the stored value while the
-object is in a memory tier. Values that are still alive are served from a
-weak cache, as Dask's own SpillBuffer does.
+object is in a memory tier.
 
-Per-worker directories: ``${SPILLWAY_WORKER_DIR}`` in the config (a path or a
-dict) becomes ``<worker local directory>/spillway``, so one config serves
-every worker of a node; ``per_worker_vars`` makes other variables per-worker
-too (``${SPILLWAY_DIR}`` -> ``$SPILLWAY_DIR/<worker name>``). Other ``${VAR}``s
-are expanded by the engine from the environment.
-
-Statistics: ``store.stats()`` (engine tiers and boundaries plus the store's
-own counters), a summary line on the ``distributed.worker.spillway`` logger
-every ``log_interval`` seconds of activity, and Dask's ``spilled_total`` /
-``get_metrics()`` so the dashboard and Prometheus endpoint report spilling.
+Per-worker directories: see spillway._dask_dirs (``${SPILLWAY_WORKER_DIR}``
+and ``per_worker_vars``; a killed worker's folders are reclaimed by the next
+store opened on the node).
 """
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import pickle
-import re
-import shutil
 import tempfile
 import threading
 import weakref
@@ -47,82 +56,28 @@ from collections.abc import MutableMapping
 from time import monotonic, perf_counter
 
 import msgpack
+from dask.sizeof import sizeof
 from distributed.protocol.serialize import deserialize, serialize
 
 from . import Engine, NoSpaceError
+from . import _dask_dirs as dirs
+from ._dask_metrics import TierView, file_tiers
+from ._dask_metrics import get_metrics as _get_metrics
 
 logger = logging.getLogger("distributed.worker.spillway")
 
-WORKER_DIR_VAR = "SPILLWAY_WORKER_DIR"
+WORKER_DIR_VAR = dirs.WORKER_DIR_VAR
 # Companion object of a value with device frames: [header, layout, *host frames].
 _HEADER_SUFFIX = b"\x00hdr"
+_MISSING = object()
+_KEY_LOCKS = 64  # stripes serializing set/del/pop of one key (puts of different keys run in parallel)
+# Frames at least this large are handed to the engine as their own objects,
+# adopted without a copy when they are writable (Engine.put_adopted).
+ADOPT_MIN_BYTES = 64 * 1024
 
 
-def _per_worker_value(name, default, worker_dir, created):
-    """What ${NAME} / ${NAME:-default} becomes for the worker whose directory is worker_dir().
-
-    Folders made here (outside the worker directory) are added to `created`,
-    to be removed when the store goes away: each worker has a new name, so
-    nothing would reuse them.
-    """
-    if name == WORKER_DIR_VAR:
-        return worker_dir()
-    base = os.environ.get(name) or default
-    if not base:
-        raise ValueError(f"${{{name}}} is listed in per_worker_vars but is unset and has no default")
-    path = os.path.join(base, os.path.basename(os.path.dirname(worker_dir())))
-    if not os.path.exists(path):
-        created.add(path)
-    return path
-
-
-def _remove_dirs(paths):
-    for p in paths:
-        shutil.rmtree(p, ignore_errors=True)
-
-
-def _expand_per_worker(text, names, value):
-    if not names:
-        return text
-    pattern = re.compile(r"\$\{(" + "|".join(re.escape(n) for n in names) + r")(?::-([^}$]*))?\}")
-    return pattern.sub(lambda m: value(m.group(1), m.group(2)), text)
-
-
-def _substitute(obj, fn):
-    if isinstance(obj, str):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _substitute(v, fn) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_substitute(v, fn) for v in obj]
-    return obj
-
-
-def _open_engine(config, profile, names, value):
-    """Opens the engine after replacing the per-worker variables `names`."""
-    expand = lambda text: _expand_per_worker(text, names, value)  # noqa: E731
-    if isinstance(config, dict):
-        return Engine(_substitute(copy.deepcopy(config), expand), profile=profile)
-    path = os.fspath(config)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    expanded = expand(text)
-    if expanded == text:
-        return Engine(path, profile=profile)
-    # Same line count, so the loader's file:line:column messages stay right.
-    return Engine.from_yaml(expanded, source_name=path, profile=profile)
-
-
-def _device_table(engine):  # issue 15: device values (spillway.device)
-    from .device import DeviceValueTable
-
-    return DeviceValueTable(engine)
-
-
-def _is_device_value(value):  # issue 15
-    from .device import is_device_array
-
-    return is_device_array(value)
+def part_key(ekey, i):
+    return ekey + b"\x00f" + str(i).encode()
 
 
 def _is_device(frame):
@@ -140,6 +95,35 @@ def _nbytes(frame):
         for d in cai["shape"]:
             n *= d
         return n
+
+
+class _Entry:
+    """What the store knows of one key: the engine has the bytes."""
+
+    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts")
+
+    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=()):
+        self.ekey = ekey        # engine key
+        self.nbytes = nbytes    # serialized bytes in the engine (0 for overflow)
+        self.device = device    # device frames: a companion header object exists
+        self.weight = weight    # dask.sizeof of the value, Dask's measure of it
+        self.overflow = overflow  # kept as a live object in self._overflow
+        self.parts = parts      # frame indices stored as their own (adopted) objects, largest first
+
+    def part_key(self, i):
+        return part_key(self.ekey, i)
+
+
+def _device_table(engine):  # issue 15: device values (spillway.device)
+    from .device import DeviceValueTable
+
+    return DeviceValueTable(engine)
+
+
+def _is_device_value(value):  # issue 15
+    from .device import is_device_array
+
+    return is_device_array(value)
 
 
 class SpillwayStore(MutableMapping):
@@ -168,6 +152,13 @@ class SpillwayStore(MutableMapping):
     writable_views: hand deserializers writable views of the engine's bytes
         (no copy). False gives read-only views: Dask's deserializers then copy
         every writeable array once on each read.
+    pop_reads: pop(key, default) of a value held only as bytes reads it back
+        (the MutableMapping contract) instead of returning `default`.
+    adopt: hand frames of at least ADOPT_MIN_BYTES (NumPy and pandas data)
+        to the engine without a copy (Engine.put_adopted): the engine
+        accounts their bytes and keeps the value's memory alive while the
+        object is in the host tier; only a demotion copies them, to the
+        file tier. False: every frame is copied into the host tier.
     """
 
     def __init__(
@@ -181,8 +172,11 @@ class SpillwayStore(MutableMapping):
         serializers=None,
         weak_cache=True,
         writable_views=True,
+        pop_reads=False,
+        adopt=True,
     ):
         self._tmpdir = None
+        self._closed = False
 
         def worker_dir():  # <worker directory>/spillway
             if worker_local_directory:
@@ -194,27 +188,38 @@ class SpillwayStore(MutableMapping):
         created = set()
 
         def value(name, default):
-            return _per_worker_value(name, default, worker_dir, created)
+            return dirs.per_worker_value(name, default, worker_dir, created)
 
-        self.engine = _open_engine(config, profile, tuple(per_worker_vars), value)
+        self.engine = dirs.open_engine(Engine, config, profile, tuple(per_worker_vars), value)
         # Scratch folders made for this worker go with it (at close, collection or exit);
-        # a persistent tier's folder stays.
+        # a persistent tier's folder stays. Each is locked so that, if this process is
+        # killed, the next store on the node reclaims it.
         persistent = [p for t in self.engine.tiers if t.get("persistent") for p in t["paths"]]
-        created = {c for c in created if not any(p == c or p.startswith(c + os.sep) for p in persistent)}
-        self._cleanup = weakref.finalize(self, _remove_dirs, sorted(created))
+        created = sorted(c for c in created if not any(p == c or p.startswith(c + os.sep) for p in persistent))
+        locks = []
+        for c in created:
+            dirs.reclaim_stale(os.path.dirname(c))
+            locks.append(dirs.DirLock(c))
+        self.scratch_dirs = created
+        self._cleanup = weakref.finalize(self, dirs.remove_dirs, created, locks)
         has_gpu = any(t["kind"] == "gpu" for t in self.engine.tiers)
+        # ---- issue 15: device values (spillway.device) ----
+        self._device = _device_table(self.engine) if has_gpu else None
         if serializers is None:
             serializers = ("cuda", "dask", "pickle") if has_gpu else ("dask", "pickle")
         self.serializers = tuple(serializers)
         self.deserializers = tuple(dict.fromkeys(self.serializers + ("dask", "pickle")))
-        # ---- issue 15: device values (spillway.device) ----
-        self._device = _device_table(self.engine) if has_gpu else None
         self.log_interval = log_interval
         self.writable_views = bool(writable_views)
-        self._keys = {}  # key -> (engine key, raw bytes, has device frames); the engine cannot list keys
-        self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace)
+        self.pop_reads = bool(pop_reads)
+        self.adopt = bool(adopt) and hasattr(self.engine, "put_adopted")
+        self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
+        self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
         self._lock = threading.RLock()  # guards the dicts above and the counters
+        self._key_locks = [threading.Lock() for _ in range(_KEY_LOCKS)]
+        self._weight = 0  # sum of _Entry.weight
+        self._file_tiers = None  # indices of file tiers in engine.tiers
         self._last_log = monotonic()
         self._last_logged_ops = 0
         self.counters = {
@@ -228,7 +233,11 @@ class SpillwayStore(MutableMapping):
             "get_seconds": 0.0,
             "deserialize_seconds": 0.0,
             "overflow_puts": 0,
+            "unread_releases": 0,  # pop/discard/del of values never read back
+            "adopted_bytes": 0,  # frame bytes the engine adopted without a copy
         }
+        self.fast = self.memory = TierView(self, spilled=False)
+        self.slow = self.disk = TierView(self, spilled=True)
 
     # ---- keys -------------------------------------------------------------
     @staticmethod
@@ -240,69 +249,129 @@ class SpillwayStore(MutableMapping):
             return b"b" + key
         return b"p" + pickle.dumps(key, protocol=4)
 
+    def _key_lock(self, key):
+        return self._key_locks[hash(key) % _KEY_LOCKS]
+
+    def _snapshot(self):
+        with self._lock:
+            return list(self._keys)
+
     # ---- MutableMapping ---------------------------------------------------
     def __setitem__(self, key, value):
+        self._check_open()
         ekey = self._engine_key(key)
-        t0 = perf_counter()
-        with self._lock:
-            old = self._keys.pop(key, None)
-            self._overflow.pop(key, None)
-            self._forget(key)
-        # ---- issue 15: device arrays are adopted without a copy (spillway.device) ----
-        if self._device is not None:
-            self._device.discard(key)  # a previous device value of this key
-        if self._device is not None and _is_device_value(value):
-            if old is not None:
-                self._erase_engine(ekey, old[2])
+        weight = sizeof(value)
+        with self._key_lock(key):
+            t0 = perf_counter()
+            old = self._detach(key)
+            # ---- issue 15: device arrays are adopted without a copy (spillway.device) ----
+            if self._device is not None:
+                self._device.discard(key)  # a previous device value of this key
+                if _is_device_value(value):
+                    self._put_device_value(key, ekey, old, value, weight, t0)
+                    return
             try:
-                nbytes = self._device.put(key, value)
-            except NoSpaceError as e:
-                self._keep_in_memory(key, ekey, None, value, 0, f"no tier has room ({e})")
+                header, frames = serialize(value, serializers=self.serializers, on_error="raise")
+                head = msgpack.dumps(header, use_bin_type=True)
+            except Exception as e:  # not serializable: Dask's own buffer would keep it in memory too
+                self._keep_in_memory(key, ekey, old, value, weight, f"cannot serialize it ({type(e).__name__}: {e})")
                 return
+            t1 = perf_counter()
+            device = any(_is_device(f) for f in frames)
+            sizes = [_nbytes(f) for f in frames]
+            nbytes = len(head) + sum(sizes)
+            parts = () if device or not self.adopt else tuple(i for i, n in enumerate(sizes) if n >= ADOPT_MIN_BYTES)
+            parts = tuple(sorted(parts, key=lambda i: -sizes[i]))  # largest first: where the value counts as being
+            adopted = 0
+            try:
+                if device:
+                    self._put_device(ekey, head, frames)
+                elif parts:
+                    adopted = self._put_parts(ekey, head, frames, parts, sizes)
+                else:
+                    self.engine.put(ekey, [head, *frames])
+            except NoSpaceError as e:
+                for i in parts:
+                    self._erase_quiet(part_key(ekey, i))
+                self._keep_in_memory(key, ekey, old, value, weight, f"no tier has room ({e})")
+                return
+            if old is not None:
+                if old.device and not device:
+                    self._erase_quiet(ekey + _HEADER_SUFFIX)
+                for i in old.parts:
+                    if i not in parts:
+                        self._erase_quiet(part_key(ekey, i))
+            t2 = perf_counter()
+            self._attach(key, _Entry(ekey, nbytes, device, weight, parts=parts), value)
             with self._lock:
-                self._keys[key] = (ekey, nbytes, False)
-                self.counters["puts"] += 1
-                self.counters["put_bytes"] += nbytes
-                self.counters["put_seconds"] += perf_counter() - t0
-            self._maybe_log()
-            return
+                c = self.counters
+                c["puts"] += 1
+                c["put_bytes"] += nbytes
+                c["adopted_bytes"] += adopted
+                c["serialize_seconds"] += t1 - t0
+                c["put_seconds"] += t2 - t1
+        self._maybe_log()
+
+    def _put_device_value(self, key, ekey, old, value, weight, t0):  # issue 15
+        if old is not None and not old.overflow:
+            self._erase_engine(old)
         try:
-            header, frames = serialize(value, serializers=self.serializers, on_error="raise")
-            head = msgpack.dumps(header, use_bin_type=True)
-        except Exception as e:  # not serializable: Dask's own buffer would keep it in memory too
-            self._keep_in_memory(key, ekey, old, value, 0, f"cannot serialize it ({type(e).__name__}: {e})")
-            return
-        t1 = perf_counter()
-        device = any(_is_device(f) for f in frames)
-        nbytes = len(head) + sum(_nbytes(f) for f in frames)
-        try:
-            if device:
-                self._put_device(ekey, head, frames)
-            else:
-                self.engine.put(ekey, [head, *frames])
+            nbytes = self._device.put(key, value)
         except NoSpaceError as e:
-            self._keep_in_memory(key, ekey, old, value, nbytes, f"no tier has room ({e})")
+            self._keep_in_memory(key, ekey, None, value, weight, f"no tier has room ({e})")
             return
-        if old is not None and old[2] and not device:
-            self._erase_quiet(ekey + _HEADER_SUFFIX)
-        t2 = perf_counter()
+        self._attach(key, _Entry(ekey, nbytes, False, weight), value)
         with self._lock:
-            self._keys[key] = (ekey, nbytes, device)
             c = self.counters
             c["puts"] += 1
             c["put_bytes"] += nbytes
-            c["serialize_seconds"] += t1 - t0
-            c["put_seconds"] += t2 - t1
+            c["put_seconds"] += perf_counter() - t0
         self._maybe_log()
 
-    def _keep_in_memory(self, key, ekey, old, value, nbytes, why):
-        if old is not None:  # the previous value may be in the engine
-            self._erase_engine(ekey, old[2])
+    def _detach(self, key):
+        """Drops the store's record of `key` (not the engine's object); returns the old entry."""
         with self._lock:
-            self._overflow[key] = value
-            self._keys[key] = (ekey, nbytes, False)
+            old = self._keys.pop(key, None)
+            if old is not None:
+                self._weight -= old.weight
+            self._overflow.pop(key, None)
+            if self._cache is not None:
+                self._cache.pop(key, None)
+        return old
+
+    def _attach(self, key, entry, value):
+        with self._lock:
+            self._keys[key] = entry
+            self._weight += entry.weight
+            if entry.overflow:
+                self._overflow[key] = value
+            elif self._cache is not None:
+                try:
+                    self._cache[key] = value  # the task's result, alive: no second copy on read
+                except TypeError:
+                    pass  # not weakly referenceable (int, tuple, ...)
+
+    def _keep_in_memory(self, key, ekey, old, value, weight, why):
+        if old is not None and not old.overflow:  # the previous value may be in the engine
+            self._erase_engine(old)
+        self._attach(key, _Entry(ekey, 0, False, weight, overflow=True), value)
+        with self._lock:
             self.counters["overflow_puts"] += 1
         logger.warning("spillway: keeping %r in process memory: %s", key, why)
+
+    def _put_parts(self, ekey, head, frames, parts, sizes):
+        """The large frames as objects of their own (adopted when writable), the rest with the header.
+
+        Returns the bytes adopted without a copy.
+        """
+        adopted = 0
+        for i in parts:
+            if self.engine.put_adopted(part_key(ekey, i), frames[i]):
+                adopted += sizes[i]
+            else:
+                self.engine.put(part_key(ekey, i), frames[i])  # read-only: one copy
+        self.engine.put(ekey, [head, *(b"" if i in parts else f for i, f in enumerate(frames))])
+        return adopted
 
     def _put_device(self, ekey, head, frames):
         # One engine object holds one memory kind: device frames go under the
@@ -311,18 +380,29 @@ class SpillwayStore(MutableMapping):
         self.engine.put(ekey, [f for f in frames if _is_device(f)], memory="device")
         self.engine.put(ekey + _HEADER_SUFFIX, [head, layout.encode(), *[f for f in frames if not _is_device(f)]])
 
+    def _live(self, key):
+        """The value if it is at hand without a read (overflow or weak cache), else _MISSING.
+
+        REQUIRES: self._lock held.
+        """
+        if key in self._overflow:
+            return self._overflow[key]
+        if self._cache is not None:
+            value = self._cache.get(key)
+            if value is not None:
+                return value
+        return _MISSING
+
     def __getitem__(self, key):
         with self._lock:
-            if key in self._overflow:
-                return self._overflow[key]
             entry = self._keys.get(key)
             if entry is None:
                 raise KeyError(key)
-            if self._cache is not None:
-                value = self._cache.get(key)
-                if value is not None:
+            value = self._live(key)
+            if value is not _MISSING:
+                if not entry.overflow:
                     self.counters["cache_hits"] += 1
-                    return value
+                return value
         if self._device is not None and key in self._device:  # issue 15: device values
             try:
                 value = self._device.get(key)
@@ -330,16 +410,17 @@ class SpillwayStore(MutableMapping):
                 raise KeyError(key) from None
             with self._lock:
                 self.counters["gets"] += 1
-                self.counters["get_bytes"] += entry[1]
+                self.counters["get_bytes"] += entry.nbytes
             return value
-        ekey, nbytes, device = entry
         t0 = perf_counter()
         try:
-            if device:
-                head, frames = self._get_device(ekey)
+            if entry.device:
+                head, frames = self._get_device(entry.ekey)
             else:
-                bufs = self.engine.get_buffers(ekey, writable=self.writable_views)
+                bufs = self.engine.get_buffers(entry.ekey, writable=self.writable_views)
                 head, frames = bufs[0], bufs[1:]
+                for i in entry.parts:
+                    frames[i] = self.engine.get_buffers(entry.part_key(i), writable=self.writable_views)[0]
         except KeyError:
             raise KeyError(key) from None  # erased concurrently
         t1 = perf_counter()
@@ -347,14 +428,14 @@ class SpillwayStore(MutableMapping):
         value = deserialize(header, frames, deserializers=self.deserializers)
         t2 = perf_counter()
         with self._lock:
-            if self._cache is not None:
+            if self._cache is not None and self._keys.get(key) is entry:
                 try:
                     self._cache[key] = value
                 except TypeError:
-                    pass  # not weakly referenceable (int, tuple, ...)
+                    pass
             c = self.counters
             c["gets"] += 1
-            c["get_bytes"] += nbytes
+            c["get_bytes"] += entry.nbytes
             c["get_seconds"] += t1 - t0
             c["deserialize_seconds"] += t2 - t1
         self._maybe_log()
@@ -367,24 +448,50 @@ class SpillwayStore(MutableMapping):
         return head, [next(device_frames) if c == "d" else next(host_frames) for c in layout]
 
     def __delitem__(self, key):
-        with self._lock:
-            entry = self._keys.pop(key)  # KeyError when absent
-            in_overflow = self._overflow.pop(key, None) is not None
-            self._forget(key)
+        with self._key_lock(key):
+            old = self._detach(key)
+            if old is None:
+                raise KeyError(key)
+            self._release(old, key)
+
+    def discard(self, key):
+        """Removes `key` if present, never reading its value (zict 3.0's discard)."""
+        try:
+            del self[key]
+        except KeyError:
+            pass
+
+    def pop(self, key, default=_MISSING):
+        """Removes `key` and returns its value; see the module docstring for when it is not read."""
+        with self._key_lock(key):
+            with self._lock:
+                entry = self._keys.get(key)
+                value = _MISSING if entry is None else self._live(key)
+            if entry is None:
+                if default is _MISSING:
+                    raise KeyError(key)
+                return default
+            if value is _MISSING and (default is _MISSING or self.pop_reads):
+                value = self[key]  # the caller wants the value: read it
+            old = self._detach(key)
+            if old is not None:
+                self._release(old, key)
+        return default if value is _MISSING else value
+
+    def _release(self, entry, key):
         if self._device is not None and self._device.discard(key):  # issue 15: device values
             return
-        if not in_overflow:
-            self._erase_engine(entry[0], entry[2])
+        if not entry.overflow:
+            self._erase_engine(entry)
+            with self._lock:
+                self.counters["unread_releases"] += 1
 
-    def _forget(self, key):
-        # REQUIRES: self._lock held.
-        if self._cache is not None:
-            self._cache.pop(key, None)
-
-    def _erase_engine(self, ekey, device):
-        self._erase_quiet(ekey)
-        if device:
-            self._erase_quiet(ekey + _HEADER_SUFFIX)
+    def _erase_engine(self, entry):
+        self._erase_quiet(entry.ekey)
+        for i in entry.parts:
+            self._erase_quiet(entry.part_key(i))
+        if entry.device:
+            self._erase_quiet(entry.ekey + _HEADER_SUFFIX)
 
     def _erase_quiet(self, ekey):
         try:
@@ -393,25 +500,40 @@ class SpillwayStore(MutableMapping):
             pass
 
     def __contains__(self, key):
-        return key in self._keys
+        try:
+            return key in self._keys
+        except TypeError:  # unhashable: never a key
+            return False
 
     def __iter__(self):
-        with self._lock:
-            return iter(list(self._keys))
+        return iter(self._snapshot())
 
     def __len__(self):
         return len(self._keys)
 
     def __repr__(self):
-        return f"<SpillwayStore: {len(self)} keys, config {self.engine.source!r}>"
+        state = "closed" if self._closed else f"config {self.engine.source!r}"
+        return f"<SpillwayStore: {len(self)} keys, {state}>"
+
+    # ---- lifetime ---------------------------------------------------------
+    def _check_open(self):
+        if self._closed:
+            raise ValueError("the SpillwayStore is closed")
 
     def close(self):
-        """Closes the engine (after values read from it are released)."""
+        """Drops every key, closes the engine (after values read from it are released)
+        and removes this worker's scratch folders. Idempotent."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._device is not None and not self.engine.closed:  # issue 15: device values
+                self._device.clear()
             self._keys.clear()
             self._overflow.clear()
-        if self._device is not None and not self.engine.closed:  # issue 15: device values
-            self._device.clear()
+            self._weight = 0
+            if self._cache is not None:
+                self._cache.clear()
         if not self.engine.closed:
             self.engine.close()
         self._cleanup()
@@ -419,12 +541,49 @@ class SpillwayStore(MutableMapping):
             self._tmpdir.cleanup()
             self._tmpdir = None
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- where keys are -----------------------------------------------------
+    def _spilled_keys(self):
+        """The keys whose bytes sit in a file tier (not in process memory).
+
+        Exact with Engine.tiers_of (a key is spilled when its main object is
+        in a file tier); with a module that lacks it, an estimate: the oldest
+        keys up to the file tiers' raw bytes (the engine demotes the least
+        recently used first).
+        """
+        if self._closed or self.engine.closed:
+            return frozenset()
+        with self._lock:
+            items = [(k, e) for k, e in self._keys.items() if not e.overflow]
+        tiers_of = getattr(self.engine, "tiers_of", None)
+        if tiers_of is not None:
+            if self._file_tiers is None:
+                self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
+            # A value whose large frames are objects of their own is where its largest frame is.
+            where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for _, e in items])
+            return {k for (k, _), t in zip(items, where) if t in self._file_tiers}
+        budget = sum(t["raw_bytes"] for t in file_tiers(self.engine.stats()))
+        out = set()
+        for k, e in items:
+            if budget <= 0:
+                break
+            out.add(k)
+            budget -= e.nbytes
+        return out
+
     # ---- statistics -------------------------------------------------------
     def stats(self):
         """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}."""
         engine = self.engine.stats()
+        spilled = self._spilled_keys()
         with self._lock:
-            store = dict(self.counters, keys=len(self._keys), overflow_keys=len(self._overflow))
+            store = dict(self.counters, keys=len(self._keys), overflow_keys=len(self._overflow),
+                         weight=self._weight, spilled_keys=len(spilled))
         tiers = engine["tiers"]
         summary = {
             "demotions": sum(t["demotions_out"] for t in tiers),
@@ -463,38 +622,19 @@ class SpillwayStore(MutableMapping):
     # spilled_total to the scheduler and get_metrics() to Prometheus.
     @property
     def spilled_total(self):
+        """(sizeof of the values in file tiers, bytes they take there), as SpillBuffer reports."""
         from distributed.spill import SpilledSize
 
-        tiers = self.engine.stats()["tiers"]
-        files = [t for t in tiers if t["kind"] == "file"]
-        return SpilledSize(sum(t["raw_bytes"] for t in files), sum(t["used_bytes"] for t in files))
+        if self._closed:
+            return SpilledSize(0, 0)
+        spilled = self._spilled_keys()
+        with self._lock:
+            weight = sum(self._keys[k].weight for k in spilled if k in self._keys)
+        disk = sum(t["used_bytes"] for t in file_tiers(self.engine.stats()))
+        return SpilledSize(weight, disk)
 
     def get_metrics(self):
-        s = self.stats()
-        e, c = s["engine"], s["store"]
-        mem = [t for t in e["tiers"] if t["kind"] != "file"]
-        files = [t for t in e["tiers"] if t["kind"] == "file"]
-        file_names = {t["name"] for t in files}
-        down = [b for b in e["boundaries"] if b["direction"] == "down" and b["to"] in file_names]
-        up = [b for b in e["boundaries"] if b["direction"] == "up" and b["from"] in file_names]
-        disk_reads = sum(t["hits"] for t in files)
-        disk_read_bytes = sum(t["bytes_read"] for t in files)
-        return {
-            "memory_count": sum(t["objects"] for t in mem),
-            "memory_bytes": sum(t["raw_bytes"] for t in mem),
-            "disk_count": sum(t["objects"] for t in files),
-            "disk_bytes": sum(t["used_bytes"] for t in files),
-            "memory_read_count_total": sum(t["hits"] for t in mem) + c["cache_hits"],
-            "memory_read_bytes_total": max(0, c["get_bytes"] - disk_read_bytes),
-            "disk_read_count_total": disk_reads,
-            "disk_read_bytes_total": disk_read_bytes,
-            "disk_read_time_total": sum(b["seconds"] for b in up),
-            "disk_write_count_total": sum(b["objects"] for b in down),
-            "disk_write_bytes_total": sum(b["stored_bytes"] for b in down),
-            "disk_write_time_total": sum(b["seconds"] for b in down),
-            "pickle_time_total": c["serialize_seconds"],
-            "unpickle_time_total": c["deserialize_seconds"],
-        }
+        return _get_metrics(self)
 
 
 def _fmt(n):

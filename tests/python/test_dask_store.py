@@ -102,7 +102,7 @@ def test_spilling_and_stats(store):
     rng = np.random.default_rng(2)
     arrays = {f"x-{i}": rng.random(128 * 1024) for i in range(32)}  # 32 MiB into an 8 MiB host tier
     for k, v in arrays.items():
-        store[k] = v
+        store[k] = v.copy()  # the stored object dies: reads below go to the engine, not the weak cache
     store.engine.flush()
     for k, v in arrays.items():
         np.testing.assert_array_equal(store[k], v)

@@ -23,7 +23,7 @@ if(_spw_python)
   endforeach()
   # The Dask cluster tests start worker processes and time their spilling:
   # give them the machine.
-  foreach(_name test_dask_cluster)
+  foreach(_name test_dask_cluster test_dask_cli_cluster)
     if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${_name}.py)
       set_tests_properties(python/${_name} PROPERTIES RUN_SERIAL TRUE)
     endif()

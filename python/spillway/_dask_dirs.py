@@ -1,0 +1,136 @@
+"""Per-worker configuration and scratch directories for spillway.dask.
+
+A node config names its scratch tier once (``${SPILLWAY_DIR:-/var/tmp/spillway}/...``
+or ``${SPILLWAY_WORKER_DIR}``); each worker of the node must get its own copy,
+because a scratch tier is wiped when an engine opens. This module rewrites
+those variables per worker, opens the engine, and keeps the bookkeeping that
+lets a later worker reclaim the directory of one that was SIGKILLed:
+
+- ``${SPILLWAY_WORKER_DIR}`` becomes ``<worker local directory>/spillway``:
+  inside Dask's own worker directory, which Dask's WorkSpace purges when the
+  worker dies (its ``.dirlock`` is free) and the next worker starts.
+- any other listed ``${NAME}`` becomes ``<$NAME or default>/<worker dir name>``,
+  outside Dask's workspace. Each such folder gets a sibling ``<folder>.dirlock``
+  held with ``flock`` for the store's lifetime. The kernel drops the lock when
+  the process dies, however it dies; a store opening on the node removes every
+  sibling folder whose lock it can take (its owner is gone).
+"""
+from __future__ import annotations
+
+import copy
+import fcntl
+import glob
+import logging
+import os
+import re
+import shutil
+
+logger = logging.getLogger("distributed.worker.spillway")
+
+WORKER_DIR_VAR = "SPILLWAY_WORKER_DIR"
+LOCK_SUFFIX = ".dirlock"
+
+
+def per_worker_value(name, default, worker_dir, created):
+    """What ${NAME} / ${NAME:-default} becomes for the worker whose directory is worker_dir().
+
+    Folders made here (outside the worker directory) are added to `created`.
+    """
+    if name == WORKER_DIR_VAR:
+        return worker_dir()
+    base = os.environ.get(name) or default
+    if not base:
+        raise ValueError(f"${{{name}}} is listed in per_worker_vars but is unset and has no default")
+    path = os.path.join(base, os.path.basename(os.path.dirname(worker_dir())))
+    if not os.path.exists(path):
+        created.add(path)
+    return path
+
+
+def _expand_per_worker(text, names, value):
+    if not names:
+        return text
+    pattern = re.compile(r"\$\{(" + "|".join(re.escape(n) for n in names) + r")(?::-([^}$]*))?\}")
+    return pattern.sub(lambda m: value(m.group(1), m.group(2)), text)
+
+
+def _substitute(obj, fn):
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _substitute(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_substitute(v, fn) for v in obj]
+    return obj
+
+
+def open_engine(engine_cls, config, profile, names, value):
+    """Opens the engine after replacing the per-worker variables `names`."""
+    expand = lambda text: _expand_per_worker(text, names, value)  # noqa: E731
+    if isinstance(config, dict):
+        return engine_cls(_substitute(copy.deepcopy(config), expand), profile=profile)
+    path = os.fspath(config)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    expanded = expand(text)
+    if expanded == text:
+        return engine_cls(path, profile=profile)
+    # Same line count, so the loader's file:line:column messages stay right.
+    return engine_cls.from_yaml(expanded, source_name=path, profile=profile)
+
+
+class DirLock:
+    """An flock on ``<folder>.dirlock``: held while a store uses ``folder``."""
+
+    def __init__(self, folder):
+        self.path = folder.rstrip(os.sep) + LOCK_SUFFIX
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: another store has it
+
+    def release(self, remove_file=True):
+        if self._fd is None:
+            return
+        if remove_file:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+        os.close(self._fd)
+        self._fd = None
+
+
+def reclaim_stale(parent):
+    """Removes folders under `parent` left by stores that died (their .dirlock is free).
+
+    Returns the folders removed. A lock held by a live store is skipped.
+    """
+    removed = []
+    for lock_path in glob.glob(os.path.join(glob.escape(parent), "*" + LOCK_SUFFIX)):
+        folder = lock_path[: -len(LOCK_SUFFIX)]
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its store is alive
+            shutil.rmtree(folder, ignore_errors=True)
+            os.unlink(lock_path)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    if removed:
+        logger.info("spillway: reclaimed %d scratch folder(s) of dead workers under %s: %s",
+                    len(removed), parent, ", ".join(os.path.basename(r) for r in removed))
+    return removed
+
+
+def remove_dirs(paths, locks):
+    """Finalizer: the store's scratch folders, then their locks."""
+    for p in paths:
+        shutil.rmtree(p, ignore_errors=True)
+    for lock in locks:
+        lock.release()

@@ -1,0 +1,110 @@
+"""Dask worker preload: the worker keeps its data in a SpillwayStore.
+
+On each node, next to Dask's own scheduler:
+
+    dask scheduler                                   # (Debian 12 also: dask-scheduler)
+    dask worker tcp://head:8786 --nworkers 2 --memory-limit 8GiB \\
+        --preload spillway.dask_preload \\
+        --spillway-config /etc/spillway/cluster-nodes.yaml --spillway-profile cpu-node
+
+Options (after --preload spillway.dask_preload, as Dask passes them on):
+  --spillway-config PATH      tier config with the node profiles (required)
+  --spillway-profile NAME     profile to apply (default: $SPILLWAY_PROFILE, then the
+                              file's hostname rules)
+  --spillway-log-interval S   seconds between statistics lines (default 60; 0: never)
+  --spillway-per-worker-vars  comma list of variables made per worker (default
+                              SPILLWAY_WORKER_DIR,SPILLWAY_DIR; see spillway._dask_dirs)
+
+At setup (after the worker's HTTP server starts, before it registers with the
+scheduler, so it holds no data yet) the preload swaps the worker's default
+store for a SpillwayStore opened with the worker's local directory, and
+registers the engine's metrics on the worker's Prometheus endpoint
+(``/metrics``), every sample labelled ``worker="<worker name>"``. At
+teardown it closes the store, which removes the worker's scratch folders; the
+folders of a worker that was killed are reclaimed by the next worker that
+opens a store on the node (Dask's WorkSpace does the same for its own
+directories).
+"""
+from __future__ import annotations
+
+import logging
+
+import click
+
+logger = logging.getLogger("distributed.worker.spillway")
+
+_STATE = "_spillway_preload"
+
+
+@click.command()
+@click.option("--spillway-config", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="spillway tier config (YAML) with the node profiles")
+@click.option("--spillway-profile", default=None, help="profile (default: $SPILLWAY_PROFILE, then hostname rules)")
+@click.option("--spillway-log-interval", default=60.0, type=float, show_default=True,
+              help="seconds between spillway statistics lines (0: never)")
+@click.option("--spillway-per-worker-vars", default="SPILLWAY_WORKER_DIR,SPILLWAY_DIR", show_default=True,
+              help="variables made per worker in the config")
+def dask_setup(worker, spillway_config, spillway_profile, spillway_log_interval, spillway_per_worker_vars):
+    install(worker, config=spillway_config, profile=spillway_profile, log_interval=spillway_log_interval,
+            per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v))
+
+
+def install(worker, **store_kwargs):
+    """Replaces `worker`'s data store with a SpillwayStore (the worker must hold no data yet)."""
+    import os
+
+    from .dask import SpillwayStore
+
+    old = worker.memory_manager.data
+    if len(old):
+        raise RuntimeError(f"spillway.dask_preload: worker {worker.name} already holds {len(old)} keys")
+    store = SpillwayStore(worker_local_directory=worker.local_directory, **store_kwargs)
+    # Worker.data reads memory_manager.data; the state machine keeps its own reference.
+    worker.memory_manager.data = store
+    worker.state.data = store
+    close = getattr(old, "close", None)
+    if close is not None:
+        close()
+    collector = _register_metrics(store, worker.name)
+    setattr(worker, _STATE, (store, collector))
+    limit = worker.memory_manager.memory_limit
+    host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")
+    pause = worker.memory_manager.memory_pause_fraction
+    if limit and pause and host > pause * limit * 0.6:
+        logger.warning("spillway: host tier %s is over 60%% of the pause threshold (%s of %s): the worker may "
+                       "pause once the tier fills (see docs/python.md, sizing)",
+                       _mib(host), f"{pause:.0%}", _mib(limit))
+    logger.info("spillway: worker %s stores its data in %s (profile %s, pid %d): %s", worker.name,
+                store.engine.source, store.engine.profile or "(none)", os.getpid(),
+                " -> ".join(f"{t['name']} ({t['kind']}, {_mib(t['capacity_bytes'])})" for t in store.engine.tiers))
+    return store
+
+
+def dask_teardown(worker):
+    store, collector = getattr(worker, _STATE, (None, None))
+    if collector is not None:
+        try:
+            from prometheus_client import REGISTRY
+
+            REGISTRY.unregister(collector)
+        except (ImportError, KeyError):
+            pass
+    if store is not None:
+        store.close()
+
+
+def _register_metrics(store, worker_name):
+    try:
+        from prometheus_client import REGISTRY
+    except ImportError:
+        logger.info("spillway: prometheus_client is not installed; engine metrics are not exported")
+        return None
+    from ._dask_metrics import PrometheusCollector
+
+    collector = PrometheusCollector(store, worker_name)
+    REGISTRY.register(collector)
+    return collector
+
+
+def _mib(n):
+    return f"{n / 2**20:.0f} MiB"
