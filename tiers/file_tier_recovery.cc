@@ -11,6 +11,7 @@
 // with nothing changed (issue 16: a partial scan once let a later free delete
 // the records it had not read).
 #include <algorithm>
+#include <cstdio>
 
 #include "tiers/file_tier.h"
 #include "tiers/segment_manifest.h"
@@ -36,11 +37,14 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
   auto line = [&](const std::string& text) {
     if (lines++ < kMaxReportLines) *report += text + "\n";
   };
-  std::vector<SegmentPtr> empty_segments;  // deleted once everything was read
+  // Per stripe: segments with nothing in them, deleted once everything was
+  // read; the manifest found and the one to write.
+  std::vector<std::vector<SegmentPtr>> empty_segments(stripes_.size());
+  std::vector<Manifest> expected_by_stripe(stripes_.size());
   std::vector<Manifest> manifests(stripes_.size());
   for (uint32_t si = 0; si < stripes_.size(); ++si) {
     Stripe& s = *stripes_[si];
-    Manifest expected;
+    Manifest& expected = expected_by_stripe[si];
     if (auto m = ReadManifest(*io_, s.dir); m.ok()) {
       expected = std::move(*m);
     } else if (m.status().code() == StatusCode::kCorruption) {
@@ -131,7 +135,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       std::lock_guard<std::mutex> l(s.mu);
       s.next_id = std::max(s.next_id, id + 1);
       if (seg->live_records.load() == 0 && *skipped == skipped_before && entry.records == items) {
-        empty_segments.push_back(std::move(seg));  // nothing live and nothing to report
+        empty_segments[si].push_back(std::move(seg));  // nothing live and nothing to report
         continue;
       }
       manifests[si][id] = entry;
@@ -143,12 +147,24 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
                  "' (spillway inspect DIR lists them all)\n";
   }
   // The manifest first, without the empty segments, then their files: a
-  // crash in between leaves files the next recovery deletes again.
+  // crash in between leaves files the next recovery deletes again. Written
+  // only when it changes; when it cannot be, the empty segments stay (the
+  // next recovery deletes them) and the next Sync tries again.
   for (uint32_t si = 0; si < stripes_.size(); ++si) {
-    SPILLWAY_RETURN_IF_ERROR(
-        WriteManifest(*io_, stripes_[si]->dir, manifests[si]).WithContext("file tier '" + name() + "'"));
+    Stripe& s = *stripes_[si];
+    bool written = manifests[si] == expected_by_stripe[si];
+    if (!written) {
+      Status st = WriteManifest(*io_, s.dir, manifests[si]);
+      written = st.ok();
+      if (!written) {
+        s.manifest_dirty.store(true);
+        std::fprintf(stderr, "spillway: tier '%s': %s (the next Flush writes it)\n", name().c_str(),
+                     st.ToString().c_str());
+      }
+    }
+    if (!written) continue;
+    for (const SegmentPtr& seg : empty_segments[si]) (void)io_->Remove(seg->file.path);
   }
-  for (const SegmentPtr& seg : empty_segments) (void)io_->Remove(seg->file.path);
   sequence_.store(max_seq + 1);
   return Status::OK();
 }

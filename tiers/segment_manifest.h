@@ -29,6 +29,7 @@ inline constexpr uint16_t kManifestVersion = 1;
 struct ManifestEntry {
   uint64_t committed_end = 0;  // bytes of the segment the last Sync covered
   uint64_t records = 0;        // records published in [0, committed_end) before it
+  bool operator==(const ManifestEntry&) const = default;
 };
 using Manifest = std::map<uint32_t, ManifestEntry>;  // by segment id
 

@@ -62,45 +62,50 @@ std::string ReopenReport(const Config& c, std::unique_ptr<Engine>* out, const st
 }  // namespace
 
 TEST_CASE("a read error while recovering fails Open and deletes nothing") {
-  TempDir dir("rel-readerr");
-  const Config c = DiskOnly(dir.path() + "/f0", 64ull << 20);  // one segment of 10 MiB
-  {
-    auto e = MustOpen(c);
-    for (int i = 0; i < 10; ++i) REQUIRE(e->Put("r" + std::to_string(i), RandomBytes(1 << 20, i)).ok());
-    REQUIRE(e->Flush().ok());
-  }
-  {
-    auto real = MakePosixFileIo();
-    FaultFileIo faulty(real.get(), FaultSpec{});
-    faulty.FailNth(FaultKind::kEioRead, 1);  // the scan's second window (or the first, after a manifest read)
-    EngineOptions o;
-    o.file_io = &faulty;
-    auto e = Engine::Open(c, o);
-    CHECK_MESSAGE(!e.ok(), "Open went on after a read error while recovering");
-    if (e.ok()) {
-      // What the issue did next: replace every object the partial scan found.
-      for (int i = 0; i < 10; ++i) {
-        if ((*e)->Contains("r" + std::to_string(i))) {
-          REQUIRE((*e)->Put("r" + std::to_string(i), RandomBytes(1 << 20, 100 + i)).ok());
+  // Read requests at Open: the manifest (once there is one), then the scan's
+  // 4 MiB windows. Fail the first window, and one in the middle of the segment.
+  for (uint64_t nth : {uint64_t{1}, uint64_t{2}}) {
+    CAPTURE(nth);
+    TempDir dir("rel-readerr");
+    const Config c = DiskOnly(dir.path() + "/f0", 64ull << 20);  // one segment of 10 MiB
+    {
+      auto e = MustOpen(c);
+      for (int i = 0; i < 10; ++i) REQUIRE(e->Put("r" + std::to_string(i), RandomBytes(1 << 20, i)).ok());
+      REQUIRE(e->Flush().ok());
+    }
+    {
+      auto real = MakePosixFileIo();
+      FaultFileIo faulty(real.get(), FaultSpec{});
+      faulty.FailNth(FaultKind::kEioRead, nth);
+      EngineOptions o;
+      o.file_io = &faulty;
+      auto e = Engine::Open(c, o);
+      CHECK_MESSAGE(!e.ok(), "Open went on after a read error while recovering");
+      if (e.ok()) {
+        // What the issue did next: replace every object the partial scan found.
+        for (int i = 0; i < 10; ++i) {
+          if ((*e)->Contains("r" + std::to_string(i))) {
+            REQUIRE((*e)->Put("r" + std::to_string(i), RandomBytes(1 << 20, 100 + i)).ok());
+          }
         }
+        REQUIRE((*e)->Flush().ok());
+      } else {
+        MESSAGE("Open refused: " << e.status().ToString());
+        CHECK(e.status().ToString().find("nothing was deleted") != std::string::npos);
       }
-      REQUIRE((*e)->Flush().ok());
-    } else {
-      MESSAGE("Open refused: " << e.status().ToString());
-      CHECK(e.status().ToString().find("nothing was deleted") != std::string::npos);
     }
-  }
-  auto e = MustOpen(c);
-  int lost = 0;
-  for (int i = 0; i < 10; ++i) {
-    auto h = e->Get("r" + std::to_string(i));
-    if (!h.ok()) {
-      ++lost;
-      continue;
+    auto e = MustOpen(c);
+    int lost = 0;
+    for (int i = 0; i < 10; ++i) {
+      auto h = e->Get("r" + std::to_string(i));
+      if (!h.ok()) {
+        ++lost;
+        continue;
+      }
+      CHECK((SameBytes(*h, RandomBytes(1 << 20, i)) || SameBytes(*h, RandomBytes(1 << 20, 100 + i))));
     }
-    CHECK((SameBytes(*h, RandomBytes(1 << 20, i)) || SameBytes(*h, RandomBytes(1 << 20, 100 + i))));
+    CHECK_MESSAGE(lost == 0, lost << " of 10 flushed objects lost after a read error during recovery");
   }
-  CHECK_MESSAGE(lost == 0, lost << " of 10 flushed objects lost after a read error during recovery");
 }
 
 TEST_CASE("a zeroed 4 KiB block holding a whole record is reported missing by recovery and inspect") {
