@@ -2,6 +2,8 @@
 // reads, and space reclamation. See file_tier.h for the design.
 #include "tiers/file_tier.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
