@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tiers/segment_manifest.h"
+
 namespace spillway {
 namespace {
 
@@ -135,6 +137,29 @@ void CheckMedium(const TierConfig& tier, const std::string& dir, const FsType* t
 
 void SetDirectIoProbeForTesting(DirectIoProbeFn probe) { g_direct_probe.store(probe); }
 
+DirIdentity IdentifyDirectory(const std::string& path) {
+  DirIdentity id;
+  std::string existing = path;
+  std::string rest;  // components below `existing` that do not exist yet
+  struct stat st;
+  while (stat(existing.c_str(), &st) != 0 && existing != "/" && existing != ".") {
+    const size_t cut = existing.find_last_of('/');
+    const std::string leaf = cut == std::string::npos ? existing : existing.substr(cut + 1);
+    if (!leaf.empty()) rest = rest.empty() ? leaf : leaf + "/" + rest;
+    existing = Parent(existing);
+  }
+  char real[PATH_MAX];
+  std::string canonical = realpath(existing.c_str(), real) ? std::string(real) : existing;
+  id.exists = rest.empty();
+  for (std::string p = canonical;; p = Parent(p)) {
+    if (stat(p.c_str(), &st) == 0) id.chain.emplace_back(st.st_dev, st.st_ino);
+    if (p == "/" || p == ".") break;
+  }
+  if (!rest.empty()) canonical += (canonical == "/" ? "" : "/") + rest;
+  id.canonical = canonical;
+  return id;
+}
+
 uint64_t PhysicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGE_SIZE);
@@ -205,6 +230,15 @@ PathProbe CheckTierDirectory(const TierConfig& tier, size_t index, const std::st
                          ", not by this user (uid " + std::to_string(geteuid()) + ")",
                  "chown it, or set allow_symlink: true to accept it");
       return probe;
+    }
+    // A persistent tier leaves its manifest there (tiers/segment_manifest.h);
+    // a scratch tier would delete the records, and Open refuses to.
+    if (!tier.persistent && access((dir + "/" + kManifestName).c_str(), F_OK) == 0) {
+      sink.Warning(at, "'" + dir + "' holds records written by a persistent tier (it has a " + kManifestName +
+                           "), and this tier is not persistent",
+                   tier.wipe_persistent ? "wipe_persistent: true is set: Open will delete them"
+                                        : "Open refuses it: set persistent: true to keep the records, or "
+                                          "wipe_persistent: true to delete them");
     }
   }
   bool direct_ok = false;

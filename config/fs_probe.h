@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "spillway/config.h"
 #include "config/diagnostics.h"
@@ -24,6 +26,17 @@ uint64_t FilesystemBytes(const std::string& path);
 // that parent is what gets probed.
 PathProbe CheckTierDirectory(const TierConfig& tier, size_t index, const std::string& field,
                              const LoadOptions& options, DiagnosticSink& sink);
+
+// Where a directory really is, so that tier directories aliased or nested
+// through symlinks or bind mounts can be told apart: its canonical path
+// (symlinks resolved; for a directory not made yet, through its nearest
+// existing parent) and the device/inode of it and of each existing ancestor.
+struct DirIdentity {
+  std::string canonical;
+  bool exists = false;  // chain[0] is the directory itself
+  std::vector<std::pair<uint64_t, uint64_t>> chain;  // (st_dev, st_ino), innermost first, up to "/"
+};
+DirIdentity IdentifyDirectory(const std::string& path);
 
 // Tests only: replaces the O_DIRECT probe (no filesystem here may refuse it);
 // the function says whether `dir` accepts O_DIRECT. Null restores the real one.

@@ -23,6 +23,7 @@ constexpr TierKey kTierKeys[] = {
     {"medium", TierKind::kFile},      {"paths", TierKind::kFile},
     {"path", TierKind::kFile},        {"io", TierKind::kFile},
     {"persistent", TierKind::kFile},  {"allow_symlink", TierKind::kFile},
+    {"wipe_persistent", TierKind::kFile},
 };
 
 const TierKey* FindTierKey(std::string_view name) {
@@ -170,11 +171,12 @@ void SchemaReader::ReadTier(size_t index, const std::vector<TierEntry>& entries,
     } else if (key == "codec") {
       ReadCodec(v, e.path, field, &t, &origins);
     } else if (key == "optional" || key == "pinned" || key == "persistent" ||
-               key == "allow_symlink") {
+               key == "allow_symlink" || key == "wipe_persistent") {
       if (auto b = values_.Bool(v, e.path)) {
         (key == "optional" ? t.optional
          : key == "pinned" ? t.pinned
          : key == "persistent" ? t.persistent
+         : key == "wipe_persistent" ? t.wipe_persistent
                                : t.allow_symlink) = *b;
       }
     } else if (key == "device") {

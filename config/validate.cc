@@ -271,6 +271,59 @@ void ResolveCapacity(TierConfig& t, const std::string& f, uint64_t total, const 
   }
 }
 
+// Directories equal to, inside or around each other once symlinks and bind
+// mounts are seen through (the lexical check in CheckDirectories cannot):
+// a scratch tier would wipe the other tier's records at Open.
+void CheckAliasedDirectories(const Config& config, DiagnosticSink& sink) {
+  struct Dir {
+    DirIdentity id;
+    std::string path;
+    size_t tier;
+  };
+  std::vector<Dir> dirs;
+  auto inside = [](const Dir& inner, const Dir& outer) {
+    const std::string& o = outer.id.canonical;
+    if (inner.id.canonical.size() > o.size() && inner.id.canonical.compare(0, o.size(), o) == 0 &&
+        (o == "/" || inner.id.canonical[o.size()] == '/')) {
+      return true;
+    }
+    if (!outer.id.exists || outer.id.chain.empty()) return false;
+    auto from = inner.id.chain.begin() + (inner.id.exists && !inner.id.chain.empty() ? 1 : 0);
+    return std::find(from, inner.id.chain.end(), outer.id.chain.front()) != inner.id.chain.end();
+  };
+  for (size_t i = 0; i < config.tiers.size(); ++i) {
+    const TierConfig& t = config.tiers[i];
+    if (t.kind != TierKind::kFile) continue;
+    for (size_t k = 0; k < t.paths.size(); ++k) {
+      if (t.paths[k].empty() || t.paths[k].front() != '/') continue;
+      Dir y{IdentifyDirectory(t.paths[k]), t.paths[k], i};
+      const std::string field = TierField(i) + ".paths[" + std::to_string(k) + "]";
+      for (const Dir& x : dirs) {
+        const std::string other = x.tier == i ? "this tier" : "tier '" + config.tiers[x.tier].name + "'";
+        const bool same = x.id.canonical == y.id.canonical ||
+                          (x.id.exists && y.id.exists && !x.id.chain.empty() && !y.id.chain.empty() &&
+                           x.id.chain.front() == y.id.chain.front());
+        if (same) {
+          sink.Error(field, "directory '" + y.path + "' is the same directory as '" + x.path + "' of " + other +
+                                " (both are '" + y.id.canonical + "')",
+                     "give every tier its own directory; symlinks and bind mounts count");
+        } else if (inside(y, x) || inside(x, y)) {
+          const std::string really = " (really '" + y.id.canonical + "') ";
+          const std::string theirs = "' of " + other + " (really '" + x.id.canonical + "')";
+          sink.Error(field,
+                     inside(y, x) ? "directory '" + y.path + "'" + really + "lies inside '" + x.path + theirs
+                                  : "directory '" + y.path + "'" + really + "has '" + x.path + theirs + " inside it",
+                     "tier directories may not be nested: scratch tiers are wiped at open");
+        } else {
+          continue;
+        }
+        break;
+      }
+      dirs.push_back(std::move(y));
+    }
+  }
+}
+
 void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& options,
                    DiagnosticSink& sink, std::map<std::string, PathProbe>* probes) {
   uint64_t free_bytes = 0;
@@ -345,6 +398,7 @@ void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& si
       CheckFileTier(t, f, options, sink, probes);
     }
   }
+  if (options.check_filesystem) CheckAliasedDirectories(*config, sink);
   bool dropped = false;
   for (size_t i = drop.size(); i-- > 0;) {
     if (!drop[i]) continue;

@@ -170,7 +170,9 @@ GpuProbe DetectGpus() {
 }
 
 StatusOr<std::string> ReadConfigText(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; only a regular file is read (then with blocking reads).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return Status::NotFound("cannot open '" + path + "': no such file");
@@ -181,6 +183,11 @@ StatusOr<std::string> ReadConfigText(const std::string& path) {
     close(fd);
     return Status::IOError("cannot read '" + path + "': it is a directory");
   }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::IOError("cannot read '" + path + "': not a regular file (a FIFO, socket or device)");
+  }
+  if (int fl = fcntl(fd, F_GETFL); fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
     close(fd);
     return Status::IOError("'" + path + "' is larger than 16 MiB; not a config file?");

@@ -89,7 +89,7 @@ Status EngineCore::Init() {
     auto* ft = static_cast<FileTier*>(tiers_[i].get());
     std::unordered_map<std::string, RecoveredObject> newest;
     std::vector<Location> stale;
-    uint64_t skipped = 0;
+    uint64_t skipped = 0, missing = 0;
     std::string report;
     Status st = ft->Recover(
         [&](RecoveredObject&& obj) {
@@ -104,11 +104,16 @@ Status EngineCore::Init() {
             stale.push_back(std::move(obj.location));
           }
         },
-        &skipped, &report);
+        &skipped, &report, &missing);
     if (!st.ok()) return st.WithContext("recovering tier '" + ft->name() + "'");
-    if (skipped > 0) {
-      std::fprintf(stderr, "spillway: tier '%s': skipped %llu corrupt or torn records:\n%s",
-                   ft->name().c_str(), static_cast<unsigned long long>(skipped), report.c_str());
+    if (skipped > 0 || missing > 0) {
+      std::string what;
+      if (skipped > 0) what = "skipped " + std::to_string(skipped) + " corrupt or torn records";
+      if (missing > 0) {
+        what += (what.empty() ? "" : "; ") + std::to_string(missing) +
+                " records missing (written before the last Flush, now gone)";
+      }
+      std::fprintf(stderr, "spillway: tier '%s': %s:\n%s", ft->name().c_str(), what.c_str(), report.c_str());
     }
     for (Location& loc : stale) tiers_[i]->Free(loc);
     for (auto& [key, obj] : newest) {

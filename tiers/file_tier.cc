@@ -2,11 +2,15 @@
 // reads, and space reclamation. See file_tier.h for the design.
 #include "tiers/file_tier.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+
+#include "tiers/segment_manifest.h"
 
 namespace spillway {
 namespace {
@@ -139,6 +143,9 @@ FileTier::~FileTier() {
   pool_.reset();
   piece_pool_.reset();
   punch_pool_.reset();
+  for (auto& s : stripes_) {
+    if (s->lock.is_open()) (void)io_->Close(s->lock);
+  }
 }
 
 Status FileTier::Open() {
@@ -146,18 +153,71 @@ Status FileTier::Open() {
   for (auto& s : stripes_) {
     SPILLWAY_RETURN_IF_ERROR(io_->CreateDir(s->dir).WithContext("file tier '" + name() + "'"));
     SPILLWAY_RETURN_IF_ERROR(CheckDirectory(s->dir));
+    SPILLWAY_RETURN_IF_ERROR(LockDirectory(*s));
     if (config().persistent) continue;
-    auto names = io_->ListDir(s->dir);
-    if (!names.ok()) return names.status().WithContext("file tier '" + name() + "'");
-    for (const std::string& n : *names) {
-      uint32_t id;
-      if (Segment::ParseFileName(n, &id)) {
-        SPILLWAY_RETURN_IF_ERROR(io_->Remove(s->dir + "/" + n));
-      }
-    }
+    SPILLWAY_RETURN_IF_ERROR(WipeScratch(*s));
   }
   return Status::OK();
 }
+
+// One engine per directory: a second one would delete or overwrite segments
+// the first is still appending to.
+Status FileTier::LockDirectory(Stripe& s) {
+  auto lock = io_->LockFile(s.dir + "/" + kLockName);
+  if (lock.ok()) {
+    if (s.lock.is_open()) (void)io_->Close(s.lock);
+    s.lock = std::move(*lock);
+    return Status::OK();
+  }
+  std::string why = lock.status().message();
+  if (why.find("pid " + std::to_string(::getpid())) != std::string::npos) {
+    why += " (this process: another engine, or another tier of this chain, uses the same directory)";
+  }
+  return Status::Busy("file tier '" + name() + "': directory " + s.dir +
+                      " is in use by another spillway engine: " + why);
+}
+
+// Deletes a scratch tier's old segments: only regular files named like
+// segments, and never a directory holding a persistent tier's records unless
+// the config says wipe_persistent.
+Status FileTier::WipeScratch(Stripe& s) {
+  auto names = io_->ListDir(s.dir);
+  if (!names.ok()) return names.status().WithContext("file tier '" + name() + "'");
+  const bool marked = std::find(names->begin(), names->end(), kManifestName) != names->end();
+  if (marked && !config().wipe_persistent) {
+    return Status::InvalidArgument(
+        "file tier '" + name() + "': " + s.dir + " holds records written by a persistent tier (it has a " +
+        kManifestName + "); a scratch tier would delete them: set persistent: true to keep them, or "
+        "wipe_persistent: true to delete them");
+  }
+  for (const std::string& n : *names) {
+    uint32_t id;
+    if (!Segment::ParseFileName(n, &id)) continue;
+    const std::string path = s.dir + "/" + n;
+    auto info = io_->Stat(path);
+    if (!info.ok()) return info.status().WithContext("file tier '" + name() + "'");
+    if (info->type != FileInfo::Type::kRegular) {
+      std::fprintf(stderr, "spillway: tier '%s': %s is not a regular file; left alone\n", name().c_str(),
+                   path.c_str());
+      continue;
+    }
+    SPILLWAY_RETURN_IF_ERROR(io_->Remove(path));
+  }
+  if (marked) SPILLWAY_RETURN_IF_ERROR(io_->Remove(s.dir + "/" + kManifestName));
+  return Status::OK();
+}
+
+// A scratch tier's directory was removed under it (tmp cleaners do this):
+// make it again, so later segments have a home and Flush can sync it. The
+// segments already open stay readable until their records are freed.
+Status FileTier::RecreateScratchDir(Stripe& s) {
+  SPILLWAY_RETURN_IF_ERROR(io_->CreateDir(s.dir).WithContext("file tier '" + name() + "': recreating"));
+  SPILLWAY_RETURN_IF_ERROR(LockDirectory(s));
+  std::fprintf(stderr, "spillway: tier '%s': directory %s was removed; made it again\n", name().c_str(),
+               s.dir.c_str());
+  return Status::OK();
+}
+
 
 // Refuses a tier directory an attacker could redirect: a symlink, or one
 // owned by another user (unless the config says allow_symlink).
@@ -191,6 +251,11 @@ StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const uint32_t id = s.next_id++;
     auto f = io_->Open(s.dir + "/" + Segment::FileName(id), opts);
+    if (!f.ok() && f.status().IsNotFound() && !config().persistent &&
+        io_->Stat(s.dir).status().IsNotFound()) {
+      SPILLWAY_RETURN_IF_ERROR(RecreateScratchDir(s));  // removed under us: make it again
+      f = io_->Open(s.dir + "/" + Segment::FileName(id), opts);
+    }
     if (!f.ok()) {
       if (f.status().message().find("File exists") != std::string::npos) continue;
       return f.status().WithContext("file tier '" + name() + "': creating segment");
@@ -263,6 +328,7 @@ void FileTier::MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg) {
     if (it == s.segments.end() || it->second != seg) return;
     s.segments.erase(it);
   }
+  s.manifest_dirty.store(true);
   (void)io_->Remove(seg->file.path);
 }
 
@@ -329,6 +395,12 @@ void FileTier::Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t 
   loc->length = length;
   loc->stored_bytes = length;
   seg.live_bytes.fetch_add(length, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> l(seg.publish_mu);
+    ++seg.published_records;
+    seg.published_end = std::max(seg.published_end, offset + length);
+  }
+  stripes_[stripe]->manifest_dirty.store(true);  // after the counts: see SyncImpl
 }
 
 Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
@@ -453,8 +525,12 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
                 config().io.block_bytes, &reqs);
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return st.WithContext(Where(loc));
+  // Only the record's own bytes must be there: the file may end inside the
+  // last aligned block (a truncated segment), after the record.
+  const uint64_t need = loc.offset + loc.length;
   for (const IoRequest& r : reqs) {
-    if (r.result != static_cast<ssize_t>(r.len)) {
+    const uint64_t want = std::min<uint64_t>(r.len, need > r.offset ? need - r.offset : 0);
+    if (r.result < 0 || static_cast<uint64_t>(r.result) < want) {
       return Status::Corruption(Where(loc) + ": record extends past the end of the file");
     }
   }
@@ -530,21 +606,50 @@ void FileTier::DrainPunches() const { punch_pool_->WaitIdle(); }
 
 Status FileTier::SyncImpl() {
   DrainPunches();  // a synced tier holds no freed blocks
-  for (auto& s : stripes_) {
+  for (uint32_t si = 0; si < stripes_.size(); ++si) {
+    Stripe& s = *stripes_[si];
+    // Taken before the dirty flags are cleared: whatever the snapshot counts
+    // was written before this Sync's fdatasync (Publish follows the write).
+    const bool manifest_due = config().persistent && s.manifest_dirty.exchange(false);
     std::vector<SegmentPtr> segs;
     {
-      std::lock_guard<std::mutex> l(s->mu);
-      for (auto& [id, seg] : s->segments) segs.push_back(seg);
+      std::lock_guard<std::mutex> l(s.mu);
+      for (auto& [id, seg] : s.segments) segs.push_back(seg);
+    }
+    Manifest manifest;
+    if (manifest_due) {
+      for (auto& seg : segs) {
+        std::lock_guard<std::mutex> l(seg->publish_mu);
+        manifest[seg->id] = ManifestEntry{seg->published_end, seg->published_records};
+      }
     }
     for (auto& seg : segs) {
       if (!seg->dirty.exchange(false)) continue;
       Status st = io_->Sync(seg->file);
       if (!st.ok()) {
         seg->dirty.store(true);
+        if (manifest_due) s.manifest_dirty.store(true);
         return st.WithContext("file tier '" + name() + "'");
       }
     }
-    SPILLWAY_RETURN_IF_ERROR(io_->SyncDir(s->dir));
+    Status st = manifest_due ? WriteManifest(*io_, s.dir, manifest) : io_->SyncDir(s.dir);
+    if (!st.ok() && !config().persistent && io_->Stat(s.dir).status().IsNotFound()) {
+      SegmentPtr sealed;
+      {
+        std::lock_guard<std::mutex> l(s.mu);
+        st = RecreateScratchDir(s);
+        if (st.ok() && s.active) {
+          s.active->sealed = true;  // its file is gone: new segments go to the new directory
+          sealed = std::move(s.active);
+        }
+      }
+      if (sealed) MaybeDeleteSegment(si, sealed);
+      if (st.ok()) st = io_->SyncDir(s.dir);
+    }
+    if (!st.ok()) {
+      if (manifest_due) s.manifest_dirty.store(true);
+      return st.WithContext("file tier '" + name() + "'");
+    }
   }
   return Status::OK();
 }

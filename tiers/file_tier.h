@@ -20,6 +20,7 @@
 // except creating a new segment file.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
@@ -32,6 +33,9 @@
 #include "base/thread_pool.h"
 
 namespace spillway {
+
+// Each tier directory's lock file (FileIo::LockFile), never deleted.
+inline constexpr char kLockName[] = "LOCK";
 
 // One record found while scanning a persistent tier at open.
 struct RecoveredObject {
@@ -47,14 +51,21 @@ class FileTier : public Tier {
   FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc);
   ~FileTier() override;
 
-  // Creates the directories; wipes old segments of a scratch tier. A
-  // persistent tier keeps them: call Recover next.
+  // Creates the directories and locks each (kLockName: one engine per
+  // directory, Busy naming the holder's pid otherwise); wipes old segments of
+  // a scratch tier, but never a directory of persistent records (it has a
+  // MANIFEST) unless wipe_persistent, and never a file that is not a regular
+  // file. A persistent tier keeps them: call Recover next.
   Status Open();
   // Scans every segment of a persistent tier, verifying each record, and
-  // reports the newest copy of each key through `found`. Corrupt or torn
-  // records are skipped and counted in `*skipped` with a message in `*report`.
+  // reports every valid record through `found`. Corrupt or torn records are
+  // skipped and counted in `*skipped` with a message in `*report`; records
+  // the manifest says the last Flush left but that are gone (a zeroed block,
+  // a truncation) are counted in `*missing` (may be null), also reported.
+  // A read error fails with nothing deleted (the caller must not open the
+  // tier). Writes a fresh manifest, then deletes segments with nothing in them.
   Status Recover(const std::function<void(RecoveredObject&&)>& found, uint64_t* skipped,
-                 std::string* report);
+                 std::string* report, uint64_t* missing = nullptr);
 
   bool Accepts(MemoryKind kind) const override { return kind != MemoryKind::kDevice; }
   uint64_t ReserveEstimate(const ObjectView& object) const override;
@@ -79,6 +90,9 @@ class FileTier : public Tier {
     std::unordered_map<uint32_t, SegmentPtr> segments;
     SegmentPtr active;
     uint32_t next_id = 1;
+    FileHandle lock;  // kLockName, held while the tier is open
+    // A record was published or a segment deleted since the last manifest.
+    std::atomic<bool> manifest_dirty{false};
   };
   struct Slab;
   class PieceBuffers;
@@ -104,6 +118,10 @@ class FileTier : public Tier {
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
   std::string Where(const Location& loc) const;
   Status CheckDirectory(const std::string& dir) const;
+  Status LockDirectory(Stripe& s);
+  Status WipeScratch(Stripe& s);
+  // REQUIRES: s.mu held, or no other thread using the stripe.
+  Status RecreateScratchDir(Stripe& s);
   // Persistent tiers: flags the record erased on disk so recovery skips it.
   void MarkErased(Segment& seg, const Location& loc);
 

@@ -2,10 +2,19 @@
 // every segment's records (ScanSegment, tiers/segment_scan.h). Each record is
 // self-describing and valid only at the position it was written for
 // (docs/format.md), so no separate index is needed; torn or corrupt records
-// are skipped, reported and never served.
+// are skipped, reported and never served. The segment manifest
+// (tiers/segment_manifest.h) says how many records the last Flush left below
+// which offset, so records lost whole (a zeroed block, a truncation) are
+// reported too.
+//
+// Nothing is deleted until every segment was read: a read error stops Open
+// with nothing changed (issue 16: a partial scan once let a later free delete
+// the records it had not read).
 #include <algorithm>
+#include <cstdio>
 
 #include "tiers/file_tier.h"
+#include "tiers/segment_manifest.h"
 #include "tiers/segment_scan.h"
 
 namespace spillway {
@@ -18,22 +27,50 @@ constexpr uint64_t kMaxReportLines = 1000;
 }  // namespace
 
 Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, uint64_t* skipped,
-                         std::string* report) {
+                         std::string* report, uint64_t* missing) {
+  uint64_t missing_here = 0;
+  if (missing == nullptr) missing = &missing_here;
   *skipped = 0;
+  *missing = 0;
   uint64_t max_seq = 0;
   uint64_t lines = 0;
+  auto line = [&](const std::string& text) {
+    if (lines++ < kMaxReportLines) *report += text + "\n";
+  };
+  // Per stripe: segments with nothing in them, deleted once everything was
+  // read; the manifest found and the one to write.
+  std::vector<std::vector<SegmentPtr>> empty_segments(stripes_.size());
+  std::vector<Manifest> expected_by_stripe(stripes_.size());
+  std::vector<Manifest> manifests(stripes_.size());
   for (uint32_t si = 0; si < stripes_.size(); ++si) {
     Stripe& s = *stripes_[si];
+    Manifest& expected = expected_by_stripe[si];
+    if (auto m = ReadManifest(*io_, s.dir); m.ok()) {
+      expected = std::move(*m);
+    } else if (m.status().code() == StatusCode::kCorruption) {
+      ++*skipped;
+      line(m.status().message() + ": ignored; records lost whole cannot be detected this time");
+    } else if (!m.status().IsNotFound()) {
+      return m.status().WithContext("file tier '" + name() + "': recovering; nothing was deleted");
+    }
     auto names = io_->ListDir(s.dir);
     if (!names.ok()) return names.status();
     std::sort(names->begin(), names->end());
     for (const std::string& n : *names) {
       uint32_t id;
       if (!Segment::ParseFileName(n, &id)) continue;
+      const std::string path = s.dir + "/" + n;
+      auto info = io_->Stat(path);
+      if (!info.ok()) return info.status().WithContext("file tier '" + name() + "': recovering");
+      if (info->type != FileInfo::Type::kRegular) {
+        ++*skipped;
+        line(path + ": not a regular file; left alone");
+        continue;
+      }
       OpenOptions opts;
       opts.write = true;
       opts.try_direct = config().io.direct;
-      auto f = io_->Open(s.dir + "/" + n, opts);
+      auto f = io_->Open(path, opts);
       if (!f.ok()) return f.status().WithContext("file tier '" + name() + "': recovering");
       auto seg = std::make_shared<Segment>();
       seg->id = id;
@@ -44,15 +81,20 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       seg->end = (*size + kIoAlign - 1) / kIoAlign * kIoAlign;
       seg->allocated = seg->end;
       seg->sealed = true;
+      const auto listed = expected.find(id);
+      const uint64_t committed_end = listed == expected.end() ? 0 : listed->second.committed_end;
+      SegmentTally tally;
+      tally.file_size = *size;
+      uint64_t items = 0;
       const uint64_t skipped_before = *skipped;
-      (void)ScanSegment(*io_, seg->file, *size, id, [&](ScanItem&& it) {
+      Status scanned = ScanSegment(*io_, seg->file, *size, id, [&](ScanItem&& it) {
+        if (it.state == ScanState::kUnreadable) return;  // the returned status says it
+        ++items;
+        if (it.offset < committed_end) ++tally.headers_below;
         if (it.state == ScanState::kErased) return;
         if (it.state != ScanState::kLive) {
           ++*skipped;
-          if (lines++ < kMaxReportLines) {
-            *report += s.dir + "/" + n + " offset " + std::to_string(it.offset) + ": " +
-                       ScanStateName(it.state) + ": " + it.message + "\n";
-          }
+          line(path + " offset " + std::to_string(it.offset) + ": " + ScanStateName(it.state) + ": " + it.message);
           return;
         }
         RecoveredObject obj;
@@ -72,18 +114,56 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
         counters_.raw_bytes.fetch_add(it.header.raw_size);
         found(std::move(obj));
       });
+      if (!scanned.ok()) {
+        return Status::IOError("file tier '" + name() + "': reading " + path + " while recovering: " +
+                               scanned.message() +
+                               "; Open stopped and nothing was deleted (fix the disk or move the file away, then reopen)");
+      }
+      // A damaged segment keeps what the manifest promised, so the loss is
+      // reported at every Open (and by inspect) for as long as it exists.
+      ManifestEntry entry{*size, items};
+      if (listed != expected.end()) {
+        const std::string problem = CheckSegment(listed->second, tally);
+        if (!problem.empty()) {
+          *missing += std::max<uint64_t>(1, MissingRecords(listed->second, tally));
+          line(path + ": " + problem);
+          entry = listed->second;
+        }
+      }
+      seg->published_end = entry.committed_end;
+      seg->published_records = entry.records;
       std::lock_guard<std::mutex> l(s.mu);
       s.next_id = std::max(s.next_id, id + 1);
-      if (seg->live_records.load() == 0 && *skipped == skipped_before) {
-        (void)io_->Remove(seg->file.path);  // nothing live and nothing to report
+      if (seg->live_records.load() == 0 && *skipped == skipped_before && entry.records == items) {
+        empty_segments[si].push_back(std::move(seg));  // nothing live and nothing to report
         continue;
       }
+      manifests[si][id] = entry;
       s.segments.emplace(id, std::move(seg));
     }
   }
   if (lines > kMaxReportLines) {
     *report += "... and " + std::to_string(lines - kMaxReportLines) + " more problems in tier '" + name() +
-               "' (spillway inspect DIR lists them all)\n";
+                 "' (spillway inspect DIR lists them all)\n";
+  }
+  // The manifest first, without the empty segments, then their files: a
+  // crash in between leaves files the next recovery deletes again. Written
+  // only when it changes; when it cannot be, the empty segments stay (the
+  // next recovery deletes them) and the next Sync tries again.
+  for (uint32_t si = 0; si < stripes_.size(); ++si) {
+    Stripe& s = *stripes_[si];
+    bool written = manifests[si] == expected_by_stripe[si];
+    if (!written) {
+      Status st = WriteManifest(*io_, s.dir, manifests[si]);
+      written = st.ok();
+      if (!written) {
+        s.manifest_dirty.store(true);
+        std::fprintf(stderr, "spillway: tier '%s': %s (the next Flush writes it)\n", name().c_str(),
+                     st.ToString().c_str());
+      }
+    }
+    if (!written) continue;
+    for (const SegmentPtr& seg : empty_segments[si]) (void)io_->Remove(seg->file.path);
   }
   sequence_.store(max_seq + 1);
   return Status::OK();

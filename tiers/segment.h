@@ -32,6 +32,11 @@ struct Segment {
   std::atomic<int64_t> live_records{0};
   std::atomic<bool> dirty{false};  // written since the last Sync
   std::mutex header_mu;  // serializes read-modify-write of header blocks (erase marks)
+  // What the segment manifest says of it (tiers/segment_manifest.h): records
+  // whose write completed, and the end of the furthest one. Guarded by publish_mu.
+  std::mutex publish_mu;
+  uint64_t published_records = 0;
+  uint64_t published_end = 0;
 
   ~Segment() {
     if (io != nullptr && file.is_open()) (void)io->Close(file);

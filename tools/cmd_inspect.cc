@@ -15,8 +15,12 @@
 //   torn     a record cut off by the end of the file (an interrupted write)
 //   freed    a record whose blocks are punched out or were never written (an
 //            erased object, or a write interrupted by a crash): never served
-// Exit status: 0 clean, 1 corrupt records found (with --strict also torn and
-// freed ones), 2 usage error or an unreadable directory or segment.
+//   missing  records the manifest (tiers/segment_manifest.h) says the last
+//            Flush left in a segment, but that are gone: a zeroed block, a
+//            truncated file (one problem per segment)
+// Exit status: 0 clean, 1 corrupt or missing records found (with --strict
+// also torn and freed ones), 2 usage error or an unreadable directory or
+// segment.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +42,7 @@
 #include "spillway/file_io.h"
 #include "tiers/record.h"
 #include "tiers/segment.h"
+#include "tiers/segment_manifest.h"
 #include "tiers/segment_scan.h"
 #include "tools/command.h"
 
@@ -52,7 +57,7 @@ struct InspectArgs {
   bool progress = true;
 };
 
-enum class State : unsigned char { kLive, kStale, kErased, kCorrupt, kTorn, kFreed, kUnreadable };
+enum class State : unsigned char { kLive, kStale, kErased, kCorrupt, kTorn, kFreed, kMissing, kUnreadable };
 
 const char* StateName(State s) {
   switch (s) {
@@ -62,6 +67,7 @@ const char* StateName(State s) {
     case State::kCorrupt: return "corrupt";
     case State::kTorn: return "torn";
     case State::kFreed: return "freed";
+    case State::kMissing: return "missing";
     case State::kUnreadable: return "unreadable";
   }
   return "?";
@@ -166,8 +172,8 @@ State FromScan(ScanState s) {
 
 // Walks one segment with the scanner recovery uses (tiers/segment_scan.h);
 // appends its records and problems to `scan`.
-void ScanOneSegment(FileIo& io, const std::string& dir, const std::string& name, uint32_t id, Scan& scan,
-                    Progress& progress, uint64_t& done_before) {
+void ScanOneSegment(FileIo& io, const std::string& dir, const std::string& name, uint32_t id,
+                    const ManifestEntry* expected, Scan& scan, Progress& progress, uint64_t& done_before) {
   auto problem = [&](std::string msg) {
     Row r;
     r.segment = name;
@@ -202,9 +208,14 @@ void ScanOneSegment(FileIo& io, const std::string& dir, const std::string& name,
   ++scan.segments;
   scan.file_bytes += size;
   if (auto a = io.AllocatedBytes(file); a.ok()) scan.allocated_bytes += *a;
+  SegmentTally tally;
+  tally.file_size = size;
   Status st = ScanSegment(
       io, file, size, id,
       [&](ScanItem&& it) {
+        if (expected && it.state != ScanState::kUnreadable && it.offset < expected->committed_end) {
+          ++tally.headers_below;
+        }
         Row r;
         r.segment = name;
         r.offset = it.offset;
@@ -219,6 +230,16 @@ void ScanOneSegment(FileIo& io, const std::string& dir, const std::string& name,
       },
       [&](uint64_t pos) { progress.Update(done_before + pos); });
   if (!st.ok()) scan.unreadable = true;
+  if (st.ok() && expected) {
+    if (std::string lost = CheckSegment(*expected, tally); !lost.empty()) {
+      Row r;
+      r.segment = name;
+      r.offset = std::min(size, expected->committed_end);
+      r.state = State::kMissing;
+      r.message = std::move(lost);
+      scan.Add(std::move(r));
+    }
+  }
   done_before += size;
   (void)io.Close(file);
 }
@@ -265,15 +286,38 @@ int RunInspect(const InspectArgs& a) {
     if (::lstat((a.dir + "/" + n).c_str(), &s) == 0) total += static_cast<uint64_t>(s.st_size);
   }
   std::sort(segs.begin(), segs.end());
+  // What the last Flush left, to tell records lost whole (none: a tier
+  // written before manifests existed, or never flushed; nothing to check).
+  Manifest manifest;
+  std::string manifest_problem;
+  bool manifest_unreadable = false;
+  if (auto m = ReadManifest(*io, a.dir); m.ok()) {
+    manifest = std::move(*m);
+  } else if (m.status().code() == StatusCode::kCorruption) {
+    manifest_problem = m.status().message();
+  } else if (!m.status().IsNotFound()) {
+    manifest_problem = m.status().ToString();
+    manifest_unreadable = true;
+  }
 
   Scan scan;
+  if (!manifest_problem.empty()) {
+    Row r;
+    r.segment = kManifestName;
+    r.state = manifest_unreadable ? State::kUnreadable : State::kCorrupt;
+    r.message = manifest_problem;
+    scan.Add(std::move(r));
+    scan.unreadable = scan.unreadable || manifest_unreadable;
+  }
   {
     Progress progress(total, a.progress);
     uint64_t done = 0;
     for (const std::string& n : segs) {
       uint32_t id = 0;
       Segment::ParseFileName(n, &id);
-      ScanOneSegment(*io, a.dir, n, id, scan, progress, done);
+      auto listed = manifest.find(id);
+      ScanOneSegment(*io, a.dir, n, id, listed == manifest.end() ? nullptr : &listed->second, scan, progress,
+                     done);
     }
   }
 
@@ -304,10 +348,11 @@ int RunInspect(const InspectArgs& a) {
     }
   }
   const uint64_t records = count[State::kLive] + count[State::kStale] + count[State::kErased];
-  const bool corrupt = count[State::kCorrupt] > 0;
+  const bool corrupt = count[State::kCorrupt] + count[State::kMissing] > 0;
   const bool damaged = count[State::kTorn] + count[State::kFreed] > 0;
   const int rc = scan.unreadable ? 2 : (corrupt || (a.strict && damaged)) ? 1 : 0;
-  const char* verdict = scan.unreadable ? "UNREADABLE" : corrupt ? "CORRUPT" : damaged ? "clean (with torn or freed records)" : "clean";
+  const char* verdict = scan.unreadable ? "UNREADABLE" : count[State::kCorrupt] > 0 ? "CORRUPT"
+                        : count[State::kMissing] > 0 ? "RECORDS MISSING" : damaged ? "clean (with torn or freed records)" : "clean";
 
   if (a.json) {
     nlohmann::json j;
@@ -338,6 +383,7 @@ int RunInspect(const InspectArgs& a) {
                    {"corrupt", count[State::kCorrupt]},
                    {"torn", count[State::kTorn]},
                    {"freed", count[State::kFreed]},
+                   {"missing", count[State::kMissing]},
                    {"unreadable", count[State::kUnreadable]}};
     j["problems_omitted"] = omitted;
     j["clean"] = rc == 0;
@@ -374,10 +420,11 @@ int RunInspect(const InspectArgs& a) {
               FormatBytes(scan.allocated_bytes).c_str(), static_cast<unsigned long long>(records),
               static_cast<unsigned long long>(count[State::kLive]), static_cast<unsigned long long>(count[State::kStale]),
               static_cast<unsigned long long>(count[State::kErased]), newest.size(), FormatBytes(live_bytes).c_str(), FormatBytes(raw_bytes).c_str());
-  std::printf("        corrupt %llu, torn %llu, freed %llu, unreadable %llu: %s\n",
+  std::printf("        corrupt %llu, torn %llu, freed %llu, missing %llu, unreadable %llu: %s\n",
               static_cast<unsigned long long>(count[State::kCorrupt]),
               static_cast<unsigned long long>(count[State::kTorn]),
               static_cast<unsigned long long>(count[State::kFreed]),
+              static_cast<unsigned long long>(count[State::kMissing]),
               static_cast<unsigned long long>(count[State::kUnreadable]), verdict);
   return rc;
 }

@@ -1,7 +1,8 @@
 // `spillway validate FILE [--profile P] [--strict] [--json]`: checks a
 // tier-chain config (every profile; the chosen one also against this machine)
 // and prints the problems and the resolved chain.
-// Exit status: 0 valid, 1 invalid, 2 usage error or unreadable file.
+// Exit status: 0 valid, 1 invalid, 2 usage error, or a file that cannot be read
+// or is not a regular file (a FIFO or device is refused at once, never read).
 #include <cstdio>
 #include <iostream>
 #include <iterator>

@@ -76,6 +76,9 @@ struct TierConfig {
   IoConfig io;
   bool persistent = false;     // survives restart; scratch tiers are wiped at Open
   bool allow_symlink = false;  // accept a tier directory that is a symlink or foreign-owned
+  // A scratch tier may delete the segments of a directory that a persistent
+  // tier wrote (it has a MANIFEST); without it, Open refuses such a directory.
+  bool wipe_persistent = false;
   // gpu tiers
   int device = 0;
   GpuMemory memory = GpuMemory::kDevice;

@@ -121,6 +121,20 @@ class FileIo {
   virtual Status CreateDir(const std::string& path) = 0;  // mkdir -p, 0700
   virtual StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;  // names only
   virtual Status SyncDir(const std::string& path) = 0;
+  // rename(2): replaces `to` atomically (both in one directory).
+  virtual Status Rename(const std::string& from, const std::string& to) {
+    (void)from, (void)to;
+    return Status::NotSupported("Rename not implemented by this FileIo");
+  }
+  // Takes an exclusive advisory lock on `path` (created 0600 when missing,
+  // never through a symlink) for as long as the returned handle stays open
+  // (Close releases it; so does the process ending), and writes "pid N" into
+  // the file. Busy when someone else holds it, naming the pid the file
+  // records. A second lock on the same file fails even from this process.
+  virtual StatusOr<FileHandle> LockFile(const std::string& path) {
+    (void)path;
+    return Status::NotSupported("LockFile not implemented by this FileIo");
+  }
 
   // Convenience over SubmitAndWait for one request; fails on a short transfer.
   Status Read(const FileHandle& f, uint64_t offset, void* buf, size_t len);
@@ -156,6 +170,8 @@ class FileIoWrapper : public FileIo {
   Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
   StatusOr<std::vector<std::string>> ListDir(const std::string& p) override { return target_->ListDir(p); }
   Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
+  Status Rename(const std::string& f, const std::string& t) override { return target_->Rename(f, t); }
+  StatusOr<FileHandle> LockFile(const std::string& p) override { return target_->LockFile(p); }
 
  protected:
   FileIo* target() const { return target_; }

@@ -269,5 +269,44 @@ TEST_CASE("a filesystem that refuses O_DIRECT gives a warning and buffered I/O")
   CHECK_FALSE(FindWarning(off, "tiers[1].paths[0]", "O_DIRECT"));
 }
 
+TEST_CASE("tier directories aliased or nested through a symlinked parent are refused") {
+  TempDir dir("alias");
+  const std::string real = dir.sub("real");
+  const std::string link = dir.sub("link");
+  REQUIRE(mkdir(real.c_str(), 0700) == 0);
+  REQUIRE(symlink(real.c_str(), link.c_str()) == 0);
+  auto chain = [](const std::string& a, const std::string& b) {
+    return "version: 1\ntiers:\n  - {name: host, kind: host, capacity: 64MiB}\n"
+           "  - {name: scratch, kind: file, capacity: 1MiB, paths: [\"" + a + "\"]}\n"
+           "  - {name: keep, kind: file, capacity: 1MiB, persistent: true, paths: [\"" + b + "\"]}\n";
+  };
+  for (bool create : {false, true}) {
+    CAPTURE(create);
+    LoadResult same = LoadYaml(chain(link + "/d", real + "/d"), Fs(create));
+    std::optional<Diagnostic> d = FindError(same, "tiers[2].paths[0]", "same directory as");
+    CHECK_MESSAGE(d, same.Summary());
+    LoadResult nested = LoadYaml(chain(link + "/d/inner", real + "/d"), Fs(create));
+    CHECK_MESSAGE(FindError(nested, "tiers[2].paths[0]", "inside"), nested.Summary());
+    LoadResult around = LoadYaml(chain(link, real + "/d"), Fs(create));
+    CHECK_MESSAGE(FindError(around, "tiers[2].paths[0]", "inside"), around.Summary());
+    LoadResult apart = LoadYaml(chain(link + "/a", real + "/b"), Fs(create));
+    CHECK_MESSAGE(apart.ok(), apart.Summary());
+  }
+}
+
+TEST_CASE("a scratch tier on a directory of persistent records is a warning") {
+  TempDir dir("wipe");
+  { std::ofstream(dir.sub("MANIFEST")) << "x"; }
+  LoadResult r = LoadYaml(FileChain(dir.path()), Fs());
+  std::optional<Diagnostic> w = FindWarning(r, "tiers[1].paths[0]", "persistent tier");
+  REQUIRE_MESSAGE(w, r.Summary());
+  CHECK(w->hint.find("wipe_persistent") != std::string::npos);
+  LoadResult kept = LoadYaml(FileChain(dir.path(), "    persistent: true\n"), Fs());
+  CHECK_FALSE(FindWarning(kept, "tiers[1].paths[0]", "persistent tier"));
+  LoadResult wiped = LoadYaml(FileChain(dir.path(), "    wipe_persistent: true\n"), Fs());
+  CHECK_MESSAGE(wiped.ok(), wiped.Summary());
+  CHECK(FindWarning(wiped, "tiers[1].paths[0]", "persistent tier"));
+}
+
 }  // namespace
 }  // namespace spillway

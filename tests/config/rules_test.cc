@@ -209,5 +209,15 @@ TEST_CASE("ValidateConfig applies the same rules to a Config built in code") {
   CHECK(ValidateConfig(Config{}, testing::NoMachine()).at(0).path == "tiers");
 }
 
+TEST_CASE("a NUL byte in a tier name is escaped in the message, not cut off") {
+  LoadResult r = LoadYaml("version: 1\ntiers:\n  - {name: \"a\\0b\", kind: host, capacity: 1GiB}\n");
+  std::optional<Diagnostic> d = FindError(r, "tiers[0].name", "characters other than");
+  REQUIRE(d);
+  CHECK_MESSAGE(d->message.find('\0') == std::string::npos, "the message holds a NUL byte");
+  CHECK_MESSAGE(d->message.find("a\\x00b") != std::string::npos, d->message);
+  const std::string text = d->ToString();
+  CHECK(std::string(text.c_str()).find("characters other than") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace spillway

@@ -88,6 +88,15 @@ done
 "$cli" validate --no-such-flag "$src/examples/tiers.yaml" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "unknown flag: expected exit 2"
 
+# A FIFO (or any file that is not a regular file) is refused at once, exit 2.
+mkfifo "$tmp/fifo.yaml"
+timeout 10 "$cli" validate "$tmp/fifo.yaml" >"$tmp/fifo.txt" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || fail "FIFO: exit $rc (expected 2; 124 means it hung)"
+grep -q "not a regular file" "$tmp/fifo.txt" || fail "FIFO: no 'not a regular file' message: $(cat "$tmp/fifo.txt")"
+timeout 10 "$cli" validate /dev/zero >/dev/null 2>&1
+[ $? -eq 2 ] || fail "/dev/zero: expected exit 2"
+
 # "-" reads standard input.
 "$cli" validate - <"$src/examples/tiers.yaml" >"$tmp/stdin.txt" 2>&1 || fail "stdin: valid example rejected"
 grep -q "<stdin>: valid" "$tmp/stdin.txt" || fail "stdin: no '<stdin>: valid' line"

@@ -59,6 +59,10 @@ class MemFileIo : public FileIo {
   Status CreateDir(const std::string& path) override;
   StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  // The lock is held while the returned handle's file is open (Close or the
+  // last copy going away releases it).
+  StatusOr<FileHandle> LockFile(const std::string& path) override;
 
   // Test staging: a symlink at `link` (to `target`, never followed), and a
   // path that Stat reports as owned by another user.
@@ -84,6 +88,7 @@ class MemFileIo : public FileIo {
   std::shared_ptr<Accounting> accounting_;
   mutable std::mutex mu_;  // guards nodes_ (the namespace); file contents have their own locks
   std::map<std::string, Node> nodes_;
+  std::map<std::string, std::weak_ptr<FileObject>> locks_;  // guarded by mu_
 };
 
 }  // namespace spillway

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -301,6 +302,43 @@ Status PosixFileIo::SyncDir(const std::string& path) {
   }
   ::close(fd);
   return s;
+}
+
+Status PosixFileIo::Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return Status::FromErrno(errno, Quoted("rename", from) + " to '" + to + "'");
+  }
+  return Status::OK();
+}
+
+StatusOr<FileHandle> PosixFileIo::LockFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, Quoted("open", path));
+  // flock, not fcntl: its lock belongs to this open file description, so a
+  // second engine in the same process is refused too, and closing some other
+  // fd of the file does not drop it.
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    std::string holder;
+    char buf[64] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    unsigned long pid = 0;
+    if (n > 0 && std::sscanf(buf, "pid %lu", &pid) == 1) holder = " by pid " + std::to_string(pid);
+    ::close(fd);
+    if (err == EWOULDBLOCK) return Status::Busy(Quoted("lock", path) + ": held" + holder);
+    return Status::FromErrno(err, Quoted("flock", path));
+  }
+  const std::string text = "pid " + std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    const int err = errno;
+    ::close(fd);
+    return Status::FromErrno(err, Quoted("write", path));
+  }
+  FileHandle h;
+  h.object = std::make_shared<PosixFile>(fd);  // closing it drops the lock
+  h.path = path;
+  return h;
 }
 
 }  // namespace spillway::io_internal

@@ -49,6 +49,8 @@ class PosixFileIo : public FileIo {
   Status CreateDir(const std::string& path) override;
   StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  StatusOr<FileHandle> LockFile(const std::string& path) override;
 };
 
 }  // namespace spillway::io_internal
