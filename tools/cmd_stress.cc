@@ -8,7 +8,8 @@
 // engine is then closed, reopened and every key verified again (lost, stale,
 // resurrected, corrupt). Keys are stress/0 .. stress/K-1; objects under those
 // keys left by an earlier run (a persistent tier) are erased before the run
-// starts, so the model begins empty and matches the engine.
+// starts (and counted: "cleared"), so the model begins empty and matches the
+// engine; other keys are never touched.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -202,6 +203,16 @@ void VerifyAfterReopen(Engine& engine, const Options& o, const std::vector<Model
   }
 }
 
+// Erases whatever an earlier run left under this run's keys (a persistent
+// tier keeps it), without faults, so the model can start empty. Returns how
+// many objects were erased.
+StatusOr<uint64_t> ClearEarlierObjects(Engine& engine, const Options& o) {
+  uint64_t n = 0;
+  for (uint64_t k = 0; k < o.keys; ++k) n += engine.Erase(KeyName(k)).ok() ? 1 : 0;
+  if (n > 0) SPILLWAY_RETURN_IF_ERROR(engine.Flush());
+  return n;
+}
+
 int Run(const Options& o) {
   uint64_t min_size = 0, max_size = 0;
   if (std::sscanf(o.sizes.c_str(), "%lu:%lu", &min_size, &max_size) != 2 || min_size > max_size || max_size == 0) {
@@ -224,11 +235,21 @@ int Run(const Options& o) {
     faulty = std::make_unique<FaultFileIo>(base.get(), *spec);
     eo.file_io = faulty.get();
   }
+  // Faults are injected into the workload only: Open (recovery) and the
+  // clearing of an earlier run's objects run on a healthy disk.
+  if (faulty) faulty->SetEnabled(false);
   auto engine = Engine::OpenFile(o.config, eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
     return 2;
   }
+  auto cleared = ClearEarlierObjects(**engine, o);
+  if (!cleared.ok()) {
+    std::fprintf(stderr, "spillway stress: erasing the objects of an earlier run: %s\n",
+                 cleared.status().ToString().c_str());
+    return 2;
+  }
+  if (faulty) faulty->SetEnabled(true);
   if (o.reopen) {
     for (const TierConfig& t : (*engine)->config().tiers) {
       if (t.kind == TierKind::kFile && t.persistent) continue;
@@ -300,6 +321,7 @@ int Run(const Options& o) {
                         {"io_errors", r.io_errors.load()}, {"no_space", r.no_space.load()},
                         {"verified", verified},     {"seed", o.seed},         {"threads", o.threads},
                         {"first_problem", r.first_problem},
+                        {"cleared", *cleared},
                         {"reopen", o.reopen ? nlohmann::json{{"verified", r.reopen_verified.load()},
                                                              {"lost", r.reopen_lost.load()},
                                                              {"stale", r.reopen_stale.load()},
@@ -314,6 +336,10 @@ int Run(const Options& o) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", FormatStatsTable(stats).c_str());
+    if (*cleared > 0) {
+      std::printf("\nstress: erased %llu objects an earlier run left under stress/0..stress/%llu before starting\n",
+                  static_cast<unsigned long long>(*cleared), static_cast<unsigned long long>(o.keys - 1));
+    }
     std::printf("\nstress: seed %llu, %d threads, %llu ops in %.2f s = %.0f ops/s\n",
                 static_cast<unsigned long long>(o.seed), o.threads, static_cast<unsigned long long>(r.ops.load()),
                 secs, ops_per_s);
