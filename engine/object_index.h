@@ -100,6 +100,10 @@ struct Entry {
   Entry* lru_next = nullptr;
   // ---- immutable ----
   uint64_t raw_size;
+  // The version's sequence number (engine-wide, from Put; a recovered
+  // record's): its records in every tier carry it, so recovery can tell the
+  // newest version of a key across tiers. Set before the entry is indexed.
+  uint64_t sequence = 0;
   // ---- guarded by the shard mutex ----
   EntryLocation loc;
 
