@@ -87,7 +87,7 @@ Status EngineCore::Init() {
   // Rebuild the index of persistent tiers: the newest record of a key wins,
   // within a tier and across tiers (record sequences are the engine's, kept
   // by copies, docs/format.md). Records written before kFlagEngineSequence
-  // carry per-tier sequences: between two tiers, the upper one's is kept.
+  // carry per-tier sequences (see below).
   struct Chosen {
     int tier;
     RecoveredObject obj;
@@ -130,9 +130,13 @@ Status EngineCore::Init() {
         continue;
       }
       // Equal sequences are copies of one version (a crash during a move):
-      // the upper tier's is kept.
-      const bool newer = obj.engine_sequence && it->second.obj.engine_sequence &&
-                         obj.sequence > it->second.obj.sequence;
+      // the upper tier's is kept. A record with the engine's sequence was
+      // written after every record without one (older code); between two of
+      // those the upper tier's is kept, as it always was.
+      const RecoveredObject& prev = it->second.obj;
+      const bool newer = obj.engine_sequence != prev.engine_sequence
+                             ? obj.engine_sequence
+                             : obj.engine_sequence && obj.sequence > prev.sequence;
       if (newer) {
         tiers_[it->second.tier]->Free(it->second.obj.location);
         it->second = Chosen{static_cast<int>(i), std::move(obj)};
