@@ -9,7 +9,7 @@
 //
 // Memory: an Entry is one allocation with its key bytes right after it, and
 // the shard tables chain entries through Entry::hash_next (no per-key node),
-// so the index costs about 88 bytes plus the key and one bucket pointer per
+// so the index costs about 96 bytes plus the key and one bucket pointer per
 // object.
 #pragma once
 
