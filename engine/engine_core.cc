@@ -444,7 +444,7 @@ Status EngineCore::Checkpoint() {
   Status first;
   for (auto& t : tiers_) {
     if (t->is_memory()) continue;
-    Status st = t->Sync();
+    Status st = static_cast<FileTier*>(t.get())->SyncData();
     if (!st.ok() && first.ok()) first = st;
   }
   if (!first.ok()) return first;  // the marks wait: what superseded them may not be on disk
@@ -458,7 +458,7 @@ Status EngineCore::Checkpoint() {
   if (!wrote) return first;
   for (size_t t = 0; t < tiers_.size(); ++t) {
     if (!persistent_file(static_cast<int>(t))) continue;
-    Status st = tiers_[t]->Sync();
+    Status st = static_cast<FileTier*>(tiers_[t].get())->SyncData();
     if (!st.ok() && first.ok()) first = st;
   }
   return first;

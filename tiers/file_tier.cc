@@ -641,6 +641,20 @@ void FileTier::QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint
 void FileTier::DrainPunches() const { punch_pool_->WaitIdle(); }
 
 Status FileTier::SyncImpl() {
+  if (!config().persistent) return SyncData();
+  // Used alone (no engine orders the tiers): the three steps of a Flush.
+  PrepareFrees();
+  SPILLWAY_RETURN_IF_ERROR(SyncData());
+  bool wrote = false;
+  Status st = CommitFrees(&wrote);
+  if (wrote) {
+    Status again = SyncData();
+    if (st.ok()) st = std::move(again);
+  }
+  return st;
+}
+
+Status FileTier::SyncData() {
   DrainPunches();  // a synced tier holds no freed blocks
   for (auto& s : stripes_) {
     std::vector<SegmentPtr> segs;

@@ -73,6 +73,12 @@ class FileTier : public Tier {
   void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
   uint64_t next_sequence() const { return sequence_.load(); }
 
+  // fdatasyncs every dirty segment and fsyncs the directories; commits no
+  // frees. Sync() is this on a scratch tier; on a persistent one it is
+  // PrepareFrees, SyncData, CommitFrees, SyncData (for a tier used alone: the
+  // engine runs those steps across all its tiers itself, see Flush).
+  Status SyncData();
+
   // ---- deferred frees (persistent tiers) ----
   // Takes every free and retirement queued so far for the next CommitFrees.
   // The caller then syncs every tier of the chain, so the records that
