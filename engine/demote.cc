@@ -43,6 +43,7 @@ void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, in
 
 uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   if (static_cast<size_t>(t) + 1 >= tiers_.size() || bytes == 0) return 0;
+  const DemoteScope in_flight(*this);  // Flush waits for it (durability, engine_core.h)
   const auto start = std::chrono::steady_clock::now();
   std::vector<Entry*> victims;
   policy_->PickVictims(t, bytes, kMaxBatchObjects, &victims);
@@ -108,7 +109,7 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
     std::vector<Move*> batch;
     for (Move& m : moves) {
       if (m.dest != static_cast<int>(d)) continue;
-      views.push_back(ObjectView{m.e->key(), m.spans});
+      views.push_back(ObjectView{m.e->key(), m.spans, m.e->sequence});  // a copy keeps the version's number
       batch.push_back(&m);
     }
     if (batch.empty()) continue;

@@ -41,7 +41,7 @@ Status EngineCore::PutHostAllocation(std::string_view key, const std::byte* data
       continue;
     }
     puts_.fetch_add(1, std::memory_order_relaxed);
-    Insert(key, size, static_cast<int>(t), std::move(*loc));
+    Insert(key, size, static_cast<int>(t), std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
     if (tier.AboveHigh() && mover_) mover_->Wake();
     return Status::OK();
   }

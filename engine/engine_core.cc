@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdio>
 
 #include "engine/mover.h"
 #include "tiers/file_tier.h"
@@ -27,6 +28,20 @@ EngineCore::EngineCore(Config config, EngineOptions options)
 EngineCore::~EngineCore() {
   prefetch_pool_.reset();  // finishes queued prefetches
   if (mover_) mover_->Stop();
+  closing_ = true;
+  checkpoint_pool_.reset();  // finishes a checkpoint in flight
+  // A clean close is a last Flush: erase marks still queued reach the disk,
+  // so what was erased stays erased after the next Open.
+  bool persistent = false;
+  for (size_t t = 0; t < tiers_.size(); ++t) persistent |= persistent_file(static_cast<int>(t));
+  if (persistent) {
+    std::lock_guard<std::mutex> l(flush_mu_);
+    Status st = Checkpoint();
+    if (!st.ok()) {
+      std::fprintf(stderr, "spillway: closing: the last flush failed (the next Open recovers what reached the disk): %s\n",
+                   st.ToString().c_str());
+    }
+  }
   if (dumper_) {
     (void)dumper_->DumpNow();  // a last snapshot while the objects still exist
     dumper_.reset();
@@ -113,24 +128,41 @@ bool EngineCore::ReserveWithBackpressure(int t, uint64_t estimate) {
   return false;
 }
 
-void EngineCore::Insert(std::string_view key, uint64_t raw_size, int tier, Location loc) {
+void EngineCore::Insert(std::string_view key, uint64_t raw_size, int tier, Location loc, uint64_t sequence) {
   Entry* e = Entry::Create(key, raw_size);
   e->tier = static_cast<int8_t>(tier);
+  e->sequence = sequence;
   e->pin_state.store(static_cast<uint64_t>(tier) << Entry::kPinTierShift, std::memory_order_relaxed);
   e->loc.Set(std::move(loc));
   const uint64_t hash = ObjectIndex::Hash(key);
   auto& shard = index_.ShardForHash(hash);
-  Entry* old;
+  Entry* gone;  // the entry that leaves: the old one, or `e` when it lost
+  Location retired;
   {
     std::lock_guard<std::mutex> l(shard.mu);
-    old = shard.Replace(e, hash);
-    if (old) {
-      old->erased = true;
-      policy_->Remove(old);
+    Entry* cur = shard.Find(key, hash);
+    if (cur != nullptr && cur->sequence > sequence) {
+      // A Put of this key that began later has committed first. Recovery
+      // would prefer its record (the higher sequence), so the index does
+      // too: this Put is ordered before it, and its object is dropped.
+      gone = e;
+      e->erased = true;
+    } else {
+      gone = shard.Replace(e, hash);
+      if (gone) {
+        gone->erased = true;
+        policy_->Remove(gone);
+      }
+      policy_->Insert(e, tier);
     }
-    policy_->Insert(e, tier);
+    if (gone && persistent_file(gone->tier)) retired = gone->loc.Get(gone->raw_size);
   }
-  if (old) Unref(old);
+  if (gone) {
+    // A Handle may keep the old entry (and its Free) for long; its record is
+    // flagged erased at the next Flush all the same.
+    if (persistent_file(gone->tier)) tiers_[gone->tier]->Retire(retired);
+    Unref(gone);
+  }
 }
 
 Status EngineCore::Put(std::string_view key, std::span<const std::span<const std::byte>> buffers,
@@ -142,7 +174,9 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
   }
   if (buffers.size() > kMaxBuffers) return Status::InvalidArgument("too many buffers in one object");
   const MemoryKind kind = ClassifyBuffers(buffers, options.memory);
-  ObjectView view{key, buffers};
+  // The version's number, in its record on every tier it reaches.
+  const uint64_t sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+  ObjectView view{key, buffers, sequence};
   const uint64_t raw = view.raw_size();
   // A device object that lands below the gpu tiers is copied to host memory once.
   BlobPtr host_copy;
@@ -166,7 +200,7 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
         host_copy = std::move(*c);
         host_copy->Spans(&host_spans);
       }
-      v = ObjectView{key, host_spans};
+      v = ObjectView{key, host_spans, sequence};
     }
     const uint64_t estimate = tier.ReserveEstimate(v);
     if (estimate > tier.capacity_bytes()) return false;
@@ -194,7 +228,7 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
       }
       loc = std::move((*locs)[0]);
     }
-    Insert(key, raw, static_cast<int>(t), std::move(loc));
+    Insert(key, raw, static_cast<int>(t), std::move(loc), sequence);
     if (tier.AboveHigh() && mover_) mover_->Wake();
     return true;
   };
@@ -267,8 +301,17 @@ StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
   const auto start = std::chrono::steady_clock::now();
   auto blob = tiers_[t]->Load(loc, key);
   if (!blob.ok()) {
+    bool erased;
+    {
+      std::lock_guard<std::mutex> l(shard.mu);
+      erased = e->erased;
+    }
     Unpin(e);
     Unref(e);
+    // Erased or replaced while being read: a Flush may have rewritten the
+    // record's header (its erase mark) under the read. Read what the key
+    // maps to now.
+    if (erased && blob.status().IsCorruption()) return Get(key, where);
     return blob.status();
   }
   const int h = FirstHostTier();
@@ -315,6 +358,7 @@ Status EngineCore::Erase(std::string_view key) {
   const uint64_t hash = ObjectIndex::Hash(key);
   auto& shard = index_.ShardForHash(hash);
   Entry* e;
+  Location retired;
   {
     std::lock_guard<std::mutex> l(shard.mu);
     e = shard.Find(key, hash);
@@ -322,7 +366,11 @@ Status EngineCore::Erase(std::string_view key) {
     shard.Remove(e, hash);
     e->erased = true;
     policy_->Remove(e);
+    if (persistent_file(e->tier)) retired = e->loc.Get(e->raw_size);
   }
+  // Flagged erased on disk at the next Flush, even while a Handle keeps the
+  // entry (and its Free) alive.
+  if (persistent_file(e->tier)) tiers_[e->tier]->Retire(retired);
   Unref(e);
   return Status::OK();
 }
@@ -355,15 +403,75 @@ void EngineCore::Unref(Entry* e) {
   Entry::Destroy(e);
 }
 
+EngineCore::DemoteScope::DemoteScope(EngineCore& core) : core_(core) {
+  std::lock_guard<std::mutex> l(core_.demote_mu_);
+  ticket_ = core_.demote_tickets_++;
+  core_.demotes_.insert(ticket_);
+}
+
+EngineCore::DemoteScope::~DemoteScope() {
+  {
+    std::lock_guard<std::mutex> l(core_.demote_mu_);
+    core_.demotes_.erase(ticket_);
+  }
+  core_.demote_cv_.notify_all();
+}
+
+void EngineCore::WaitForDemotesBegunBefore(uint64_t ticket) {
+  std::unique_lock<std::mutex> l(demote_mu_);
+  demote_cv_.wait(l, [&] { return demotes_.empty() || *demotes_.begin() >= ticket; });
+}
+
 Status EngineCore::Flush() {
   if (mover_) mover_->WaitIdle();
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> l(demote_mu_);
+    ticket = demote_tickets_;
+  }
+  WaitForDemotesBegunBefore(ticket);
+  std::lock_guard<std::mutex> l(flush_mu_);
+  return Checkpoint();
+}
+
+Status EngineCore::Checkpoint() {
+  // 0. What is queued now: each entry was queued after the record that
+  //    superseded it was written.
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (persistent_file(static_cast<int>(t))) static_cast<FileTier*>(tiers_[t].get())->PrepareFrees();
+  }
+  // 1. Every record written so far durable.
   Status first;
   for (auto& t : tiers_) {
     if (t->is_memory()) continue;
-    Status st = t->Sync();
+    Status st = static_cast<FileTier*>(t.get())->SyncData();
+    if (!st.ok() && first.ok()) first = st;
+  }
+  if (!first.ok()) return first;  // the marks wait: what superseded them may not be on disk
+  // 2. The erase marks and reclaims, then 3. those durable.
+  bool wrote = false;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (!persistent_file(static_cast<int>(t))) continue;
+    Status st = static_cast<FileTier*>(tiers_[t].get())->CommitFrees(&wrote);
+    if (!st.ok() && first.ok()) first = st;
+  }
+  if (!wrote) return first;
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    if (!persistent_file(static_cast<int>(t))) continue;
+    Status st = static_cast<FileTier*>(tiers_[t].get())->SyncData();
     if (!st.ok() && first.ok()) first = st;
   }
   return first;
+}
+
+void EngineCore::ScheduleCheckpoint() {
+  if (closing_ || !checkpoint_pool_ || checkpoint_queued_.exchange(true)) return;
+  checkpoint_pool_->Submit([this] {
+    checkpoint_queued_ = false;  // frees queued from now on may schedule the next one
+    std::lock_guard<std::mutex> l(flush_mu_);
+    // A failure leaves the frees queued: the next Flush retries and reports it.
+    (void)Checkpoint();
+  });
 }
 
 }  // namespace spillway::internal

@@ -10,7 +10,10 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "spillway/engine.h"
@@ -81,9 +84,40 @@ class EngineCore final : public Engine {
 
   static constexpr int kMaxTiers = 16;
 
+  // Marks a Demote in flight for its lifetime: Flush waits for the demotions
+  // that began before it, so the copy an aborted move wrote (of an object
+  // erased meanwhile) is freed before Flush commits the erase marks.
+  class DemoteScope {
+   public:
+    explicit DemoteScope(EngineCore& core);
+    ~DemoteScope();
+    DemoteScope(const DemoteScope&) = delete;
+    DemoteScope& operator=(const DemoteScope&) = delete;
+
+   private:
+    EngineCore& core_;
+    uint64_t ticket_;
+  };
+
  private:
-  // Commits a new object into the index (replacing any previous one).
-  void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc);
+  // Commits a new object into the index, replacing the key's previous one,
+  // unless that one has a higher sequence (a concurrent Put that began
+  // later): then the new object is the one dropped. The entry that leaves is
+  // retired (its persistent record flagged erased at the next Flush).
+  void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc, uint64_t sequence);
+  bool persistent_file(int t) const { return t >= 0 && !tiers_[t]->is_memory() && config_.tiers[t].persistent; }
+  // What a returned Flush promises, in three steps: every record written so
+  // far durable (sync every file tier); then the erase marks and reclaims
+  // queued before the first step (records erased, replaced or moved away:
+  // their successors are now on disk); then those durable too. A failed sync
+  // stops before the marks; a failed mark stays queued for the next call.
+  // REQUIRES: flush_mu_.
+  Status Checkpoint();
+  // Runs a Checkpoint on checkpoint_pool_ (at most one queued): a persistent
+  // tier's pending frees hold disk space until they are committed.
+  void ScheduleCheckpoint();
+  // Waits until every Demote that began before this call has finished.
+  void WaitForDemotesBegunBefore(uint64_t ticket);
   StatusOr<Handle> Promote(Entry* e, int from_tier, uint64_t version, BlobPtr blob);
   int FirstHostTier() const;
   // REQUIRES: the entry's shard mutex. True when a pinned reader's snapshot
@@ -131,6 +165,16 @@ class EngineCore final : public Engine {
   StripedCounter gets_;
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+  // Next version sequence (Put); Init starts it above every recovered record.
+  std::atomic<uint64_t> next_sequence_{1};
+  std::mutex flush_mu_;  // serializes Flush and background checkpoints (their steps must not interleave)
+  std::unique_ptr<ThreadPool> checkpoint_pool_;  // one thread: ScheduleCheckpoint
+  std::atomic<bool> checkpoint_queued_{false};
+  std::atomic<bool> closing_{false};  // destructor: no more background checkpoints
+  std::mutex demote_mu_;  // guards demotes_, demote_tickets_
+  std::condition_variable demote_cv_;
+  std::set<uint64_t> demotes_;  // tickets of the Demotes in flight
+  uint64_t demote_tickets_ = 0;
 };
 
 }  // namespace spillway::internal

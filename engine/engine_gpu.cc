@@ -141,7 +141,9 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   {
     auto& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> l(shard.mu);
-    if (UnchangedSince(e, t, version)) {
+    // A persistent tier's record is the object's durable copy: it is copied
+    // to the device, never moved there.
+    if (!persistent_file(t) && UnchangedSince(e, t, version)) {
       old = RelocatePinnedLocked(e, t, g, std::move(dev));
       committed = true;
     }
@@ -171,7 +173,7 @@ Status EngineCore::PutDeviceAllocation(std::string_view key, void* device_ptr, s
   if (size <= tiers_[g]->capacity_bytes() && ReserveWithBackpressure(g, size)) {
     auto loc = tiers_[g]->Adopt(blob, size);
     if (loc.ok()) {
-      Insert(key, size, g, std::move(*loc));
+      Insert(key, size, g, std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
       if (tiers_[g]->AboveHigh() && mover_) mover_->Wake();
       return Status::OK();
     }

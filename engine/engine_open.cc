@@ -1,5 +1,6 @@
 // Engine::Open: validates the config, builds the tiers, recovers persistent
 // file tiers, and starts the mover. Also EngineCore::Stats.
+#include <algorithm>
 #include <cstdio>
 #include <unordered_map>
 
@@ -83,9 +84,18 @@ Status EngineCore::Init() {
     }
   }
 
-  // Rebuild the index of persistent tiers: the newest record of a key wins.
+  // Rebuild the index of persistent tiers: the newest record of a key wins,
+  // within a tier and across tiers (record sequences are the engine's, kept
+  // by copies, docs/format.md). Records written before kFlagEngineSequence
+  // carry per-tier sequences (see below).
+  struct Chosen {
+    int tier;
+    RecoveredObject obj;
+  };
+  std::unordered_map<std::string, Chosen> chosen;
+  uint64_t max_sequence = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (tiers_[i]->is_memory() || !config_.tiers[i].persistent) continue;
+    if (!persistent_file(static_cast<int>(i))) continue;
     auto* ft = static_cast<FileTier*>(tiers_[i].get());
     std::unordered_map<std::string, RecoveredObject> newest;
     std::vector<Location> stale;
@@ -115,15 +125,40 @@ Status EngineCore::Init() {
       }
       std::fprintf(stderr, "spillway: tier '%s': %s:\n%s", ft->name().c_str(), what.c_str(), report.c_str());
     }
+    max_sequence = std::max(max_sequence, ft->next_sequence() - 1);
+    // Freed at the next Flush (deferred: see FileTier::CommitFrees).
     for (Location& loc : stale) tiers_[i]->Free(loc);
     for (auto& [key, obj] : newest) {
-      if (Contains(key)) {  // a higher persistent tier already has it
-        tiers_[i]->Free(obj.location);
+      auto it = chosen.find(key);
+      if (it == chosen.end()) {
+        chosen.emplace(key, Chosen{static_cast<int>(i), std::move(obj)});
         continue;
       }
-      Insert(key, obj.location.raw_bytes, static_cast<int>(i), std::move(obj.location));
+      // Equal sequences are copies of one version (a crash during a move):
+      // the upper tier's is kept. A record with the engine's sequence was
+      // written after every record without one (older code); between two of
+      // those the upper tier's is kept, as it always was.
+      const RecoveredObject& prev = it->second.obj;
+      const bool newer = obj.engine_sequence != prev.engine_sequence
+                             ? obj.engine_sequence
+                             : obj.engine_sequence && obj.sequence > prev.sequence;
+      if (newer) {
+        tiers_[it->second.tier]->Free(it->second.obj.location);
+        it->second = Chosen{static_cast<int>(i), std::move(obj)};
+      } else {
+        tiers_[i]->Free(obj.location);
+      }
     }
   }
+  for (auto& [key, c] : chosen) {
+    Insert(key, c.obj.location.raw_bytes, c.tier, std::move(c.obj.location), c.obj.sequence);
+  }
+  next_sequence_.store(max_sequence + 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (!persistent_file(static_cast<int>(i))) continue;
+    static_cast<FileTier*>(tiers_[i].get())->set_on_pending_frees([this] { ScheduleCheckpoint(); });
+  }
+  checkpoint_pool_ = std::make_unique<ThreadPool>(1);
 
   auto log = EventLog::Open(config_.metrics);
   if (!log.ok()) return log.status().WithContext("metrics.event_log");

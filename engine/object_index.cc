@@ -10,7 +10,8 @@ namespace spillway::internal {
 
 static_assert(kMaxKeyLen < (1u << 24), "Entry::key_len holds 24 bits");
 static_assert(sizeof(EntryLocation) == 32);
-static_assert(sizeof(Entry) == 88, "keep the per-object index cost in view when adding fields");
+// 96: 88 plus the version's sequence number (recovery across tiers, docs/format.md).
+static_assert(sizeof(Entry) == 96, "keep the per-object index cost in view when adding fields");
 
 void EntryLocation::Clear() {
   if (has_blob_) {

@@ -9,7 +9,7 @@
 //
 // Memory: an Entry is one allocation with its key bytes right after it, and
 // the shard tables chain entries through Entry::hash_next (no per-key node),
-// so the index costs about 88 bytes plus the key and one bucket pointer per
+// so the index costs about 96 bytes plus the key and one bucket pointer per
 // object.
 #pragma once
 
@@ -100,6 +100,10 @@ struct Entry {
   Entry* lru_next = nullptr;
   // ---- immutable ----
   uint64_t raw_size;
+  // The version's sequence number (engine-wide, from Put; a recovered
+  // record's): its records in every tier carry it, so recovery can tell the
+  // newest version of a key across tiers. Set before the entry is indexed.
+  uint64_t sequence = 0;
   // ---- guarded by the shard mutex ----
   EntryLocation loc;
 

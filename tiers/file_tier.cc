@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 #include "tiers/segment_manifest.h"
 
@@ -349,7 +350,8 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
     const ObjectView& obj = objects[slab.first + i];
     const size_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
                                      config().codec);
-    auto n = EncodeRecord(obj, sequence_.fetch_add(1, std::memory_order_relaxed), *codec_,
+    const uint64_t seq = obj.sequence != 0 ? obj.sequence : sequence_.fetch_add(1, std::memory_order_relaxed);
+    auto n = EncodeRecord(obj, seq, *codec_,
                           config().codec, std::span<std::byte>(buf + off, max));
     if (!n.ok()) return n.status().WithContext("file tier '" + name() + "': encoding");
     rec_off[i] = off;
@@ -381,8 +383,14 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
 Status FileTier::AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len,
                               int64_t records, const Status& st) {
   // A failed or torn write may have left complete records on disk that were
-  // never acknowledged; punch them out so a scan cannot revive them.
-  (void)io_->PunchHole(seg->file, base, len);
+  // never acknowledged; punch them out so a scan cannot revive them (after
+  // an Erase of the key's older value, one would come back at a restart).
+  // Where that fails too, a persistent tier retries at the next commit,
+  // whose Flush reports the error until it succeeds.
+  Status erased = EraseRange(*seg, base, len);
+  if (!erased.ok() && config().persistent) {
+    QueueFree(PendingFree{stripe, seg->id, base, len, PendingFree::kAbandon});
+  }
   seg->live_records.fetch_sub(records);
   MaybeDeleteSegment(stripe, seg);
   return st.WithContext("file tier '" + name() + "': writing " + seg->file.path);
@@ -407,7 +415,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
                                std::vector<Location>& out) {
   const ObjectView& obj = objects[slab.first];
   RawRecordStream rec;
-  Status st = rec.Start(obj, sequence_.fetch_add(1, std::memory_order_relaxed));
+  Status st = rec.Start(obj, obj.sequence != 0 ? obj.sequence : sequence_.fetch_add(1, std::memory_order_relaxed));
   if (!st.ok()) return st.WithContext("file tier '" + name() + "': encoding");
   const uint64_t len = AlignUp(rec.size(), kIoAlign);
   // The header block: the record's first kIoAlign bytes, written last.
@@ -546,41 +554,142 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   return blob;
 }
 
-void FileTier::MarkErased(Segment& seg, const Location& loc) {
+Status FileTier::MarkErased(Segment& seg, const PendingFree& p) {
   // Read-modify-write the aligned block(s) holding the header. Neighbouring
   // records in those blocks are written back unchanged.
-  const uint64_t start = AlignDown(loc.offset, kIoAlign);
-  const uint64_t end = AlignUp(loc.offset + kRecordHeaderSize, kIoAlign);
+  Location loc;
+  loc.stripe = p.stripe;
+  loc.segment = p.segment;
+  loc.offset = p.offset;
+  const uint64_t start = AlignDown(p.offset, kIoAlign);
+  const uint64_t end = AlignUp(p.offset + kRecordHeaderSize, kIoAlign);
   AlignedBuffer buf(AllocAligned(end - start));
-  if (!buf) return;
+  if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for an erase mark");
   std::lock_guard<std::mutex> l(seg.header_mu);
-  Status st = io_->Read(seg.file, start, buf.get(), end - start);
-  if (st.ok()) {
-    MarkRecordErased(buf.get() + (loc.offset - start), RecordSeed(loc.segment, loc.offset));
-    st = io_->Write(seg.file, start, buf.get(), end - start);
-  }
-  if (!st.ok()) {
-    counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "spillway: %s: could not mark erased record: %s\n", Where(loc).c_str(),
-                 st.ToString().c_str());
-  }
+  SPILLWAY_RETURN_IF_ERROR(io_->Read(seg.file, start, buf.get(), end - start)
+                               .WithContext(Where(loc) + ": reading the header to mark it erased"));
+  std::byte* header = buf.get() + (p.offset - start);
+  const uint64_t seed = RecordSeed(p.segment, p.offset);
+  const std::span<const std::byte> view(header, kRecordHeaderSize);
+  auto now = ParseRecordHeader(view, seed);
+  if (now.ok() && (now->flags & kFlagErased)) return Status::OK();  // marked by an earlier commit
+  // A mark changes only the flags and the checksum, so a header that fails
+  // its checksum after a mark was torn half way is completed by marking it
+  // again. A header that still does not describe this record (other damage)
+  // is left alone: it can never be served.
+  std::byte marked[kRecordHeaderSize];
+  std::memcpy(marked, header, kRecordHeaderSize);
+  MarkRecordErased(marked, seed);
+  auto after = ParseRecordHeader(std::span<const std::byte>(marked, kRecordHeaderSize), seed);
+  if (!after.ok() || RecordSize(*after) != p.length) return Status::OK();
+  std::memcpy(header, marked, kRecordHeaderSize);
+  SPILLWAY_RETURN_IF_ERROR(io_->Write(seg.file, start, buf.get(), end - start)
+                               .WithContext(Where(loc) + ": writing the erase mark"));
   seg.dirty.store(true, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status FileTier::EraseRange(const Segment& seg, uint64_t offset, uint64_t len) {
+  Status st = io_->PunchHole(seg.file, offset, len);
+  if (st.code() != StatusCode::kNotSupported) return st;
+  // No hole punching here: overwrite with zeros (offset and len are aligned).
+  const uint64_t chunk = std::min<uint64_t>(len, 1ull << 20);
+  AlignedBuffer zeros(AllocAligned(chunk));
+  if (!zeros) return Status::NoSpace("file tier '" + name() + "': out of memory for zeroing");
+  std::memset(zeros.get(), 0, chunk);
+  for (uint64_t done = 0; done < len; done += chunk) {
+    SPILLWAY_RETURN_IF_ERROR(io_->Write(seg.file, offset + done, zeros.get(), std::min(chunk, len - done)));
+  }
+  return Status::OK();
+}
+
+void FileTier::Reclaim(uint32_t stripe, const SegmentPtr& seg, uint64_t offset, uint64_t length) {
+  seg->live_bytes.fetch_sub(length, std::memory_order_relaxed);
+  // Punch the blocks only this record covers; neighbours share the edges.
+  // Never the header's block(s): a persistent tier's erase mark lives there.
+  const uint64_t from = AlignUp(offset + kRecordHeaderSize, kIoAlign);
+  const uint64_t to = AlignDown(offset + length, kIoAlign);
+  if (to > from) QueuePunch(stripe, seg, from, to - from);
+  if (seg->live_records.fetch_sub(1) == 1) MaybeDeleteSegment(stripe, seg);
 }
 
 void FileTier::FreeImpl(Location& loc) {
   Unreserve(loc.stored_bytes);
-  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
-  if (!seg) return;
-  seg->live_bytes.fetch_sub(loc.length, std::memory_order_relaxed);
-  if (config().persistent) MarkErased(*seg, loc);
-  // Punch the blocks only this record covers; neighbours share the edges.
-  // Never the header's block(s): a persistent tier's erase mark lives there.
-  // The erase mark above is already written: the punch may run later.
-  const uint64_t from = AlignUp(loc.offset + kRecordHeaderSize, kIoAlign);
-  const uint64_t to = AlignDown(loc.offset + loc.length, kIoAlign);
-  if (to > from) QueuePunch(loc.stripe, seg, from, to - from);
-  if (seg->live_records.fetch_sub(1) == 1) MaybeDeleteSegment(loc.stripe, seg);
+  if (config().persistent) {
+    // The mark and the punch wait for CommitFrees (see file_tier.h).
+    QueueFree(PendingFree{loc.stripe, loc.segment, loc.offset, loc.length, PendingFree::kReclaim});
+  } else if (SegmentPtr seg = FindSegment(loc.stripe, loc.segment)) {
+    Reclaim(loc.stripe, seg, loc.offset, loc.length);
+  }
   loc.length = 0;
+}
+
+void FileTier::RetireImpl(const Location& loc) {
+  if (config().persistent) {
+    QueueFree(PendingFree{loc.stripe, loc.segment, loc.offset, loc.length, PendingFree::kMark});
+  }
+}
+
+void FileTier::QueueFree(const PendingFree& p) {
+  {
+    std::lock_guard<std::mutex> l(frees_mu_);
+    queued_frees_.push_back(p);
+  }
+  const uint64_t pending = pending_free_bytes_.fetch_add(p.length, std::memory_order_relaxed) + p.length;
+  if (on_pending_frees_ && pending > capacity_bytes() / 8) on_pending_frees_();
+}
+
+void FileTier::PrepareFrees() {
+  std::lock_guard<std::mutex> l(frees_mu_);
+  ready_frees_.insert(ready_frees_.end(), queued_frees_.begin(), queued_frees_.end());
+  queued_frees_.clear();
+}
+
+Status FileTier::CommitFrees(bool* wrote) {
+  std::vector<PendingFree> work;
+  {
+    std::lock_guard<std::mutex> l(frees_mu_);
+    work.swap(ready_frees_);
+  }
+  if (work.empty()) return Status::OK();
+  // One mark per record, however often it was queued (retired, then freed).
+  std::sort(work.begin(), work.end(), [](const PendingFree& a, const PendingFree& b) {
+    return std::tie(a.stripe, a.segment, a.offset, a.kind) < std::tie(b.stripe, b.segment, b.offset, b.kind);
+  });
+  std::vector<PendingFree> failed;
+  Status first;
+  uint64_t done_bytes = 0;
+  for (size_t i = 0; i < work.size(); ++i) {
+    PendingFree p = work[i];
+    uint64_t bytes = p.length;
+    while (i + 1 < work.size() && work[i + 1].stripe == p.stripe && work[i + 1].segment == p.segment &&
+           work[i + 1].offset == p.offset) {
+      p.kind = std::max(p.kind, work[++i].kind);
+      bytes += work[i].length;
+    }
+    SegmentPtr seg = FindSegment(p.stripe, p.segment);
+    if (!seg) {  // deleted: its records went with it
+      done_bytes += bytes;
+      continue;
+    }
+    Status st = p.kind == PendingFree::kAbandon ? EraseRange(*seg, p.offset, p.length) : MarkErased(*seg, p);
+    if (!st.ok()) {
+      counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+      if (first.ok()) first = st.WithContext("file tier '" + name() + "'");
+      failed.push_back(p);
+      done_bytes += bytes - p.length;
+      continue;
+    }
+    *wrote = true;
+    done_bytes += bytes;
+    if (p.kind == PendingFree::kReclaim) Reclaim(p.stripe, seg, p.offset, p.length);
+  }
+  {
+    std::lock_guard<std::mutex> l(frees_mu_);
+    ready_frees_.insert(ready_frees_.end(), failed.begin(), failed.end());
+  }
+  pending_free_bytes_.fetch_sub(done_bytes, std::memory_order_relaxed);
+  return first;
 }
 
 // Punching a large record takes milliseconds (the filesystem frees its
@@ -605,6 +714,20 @@ void FileTier::QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint
 void FileTier::DrainPunches() const { punch_pool_->WaitIdle(); }
 
 Status FileTier::SyncImpl() {
+  if (!config().persistent) return SyncData();
+  // Used alone (no engine orders the tiers): the three steps of a Flush.
+  PrepareFrees();
+  SPILLWAY_RETURN_IF_ERROR(SyncData());
+  bool wrote = false;
+  Status st = CommitFrees(&wrote);
+  if (wrote) {
+    Status again = SyncData();
+    if (st.ok()) st = std::move(again);
+  }
+  return st;
+}
+
+Status FileTier::SyncData() {
   DrainPunches();  // a synced tier holds no freed blocks
   for (uint32_t si = 0; si < stripes_.size(); ++si) {
     Stripe& s = *stripes_[si];

@@ -11,9 +11,13 @@
 // last, once the payload checksum is known. A Location is published only
 // after its bytes are on disk.
 //
-// Freeing a record punches its blocks in the background (persistent tiers
-// write the erase mark first, on the caller's thread); Sync and
-// allocated_bytes() wait for the punches queued before them.
+// Freeing a record punches its blocks in the background; Sync and
+// allocated_bytes() wait for the punches queued before them. On a
+// persistent tier, freeing and retiring are deferred: the erase mark (the
+// flag in the record's header that makes recovery skip it), the punch and the
+// deletion of an emptied segment happen only in CommitFrees, which the engine
+// calls after it synced every tier, so no record is flagged erased or punched
+// on disk before the record that superseded it is durable.
 //
 // Thread-safety: every method may be called concurrently. Each stripe has one
 // mutex guarding its segment table and append offset; no I/O runs under it
@@ -41,6 +45,7 @@ inline constexpr char kLockName[] = "LOCK";
 struct RecoveredObject {
   std::string key;
   uint64_t sequence = 0;
+  bool engine_sequence = false;  // kFlagEngineSequence: `sequence` orders records across tiers
   Location location;
 };
 
@@ -74,13 +79,38 @@ class FileTier : public Tier {
   size_t segment_count() const;
   // Bytes allocated on disk across all segments (st_blocks).
   uint64_t allocated_bytes() const;
-  // Next sequence number for records (persistent recovery keeps the newest).
+  // Next sequence number for records stored without one (ObjectView::sequence
+  // 0); after Recover, one more than the highest recovered.
   void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
+  uint64_t next_sequence() const { return sequence_.load(); }
+
+  // fdatasyncs every dirty segment and fsyncs the directories; commits no
+  // frees. Sync() is this on a scratch tier; on a persistent one it is
+  // PrepareFrees, SyncData, CommitFrees, SyncData (for a tier used alone: the
+  // engine runs those steps across all its tiers itself, see Flush).
+  Status SyncData();
+
+  // ---- deferred frees (persistent tiers) ----
+  // Takes every free and retirement queued so far for the next CommitFrees.
+  // The caller then syncs every tier of the chain, so the records that
+  // superseded them are durable, and calls CommitFrees.
+  void PrepareFrees();
+  // Writes the erase marks and reclaims the space (punch, emptied segments)
+  // of what PrepareFrees took. A mark that cannot be written stays queued for
+  // the next commit and its error is returned. `*wrote` is set when anything
+  // reached the disk (the caller syncs again).
+  Status CommitFrees(bool* wrote);
+  // Bytes of records freed or retired and not yet committed.
+  uint64_t pending_free_bytes() const { return pending_free_bytes_.load(std::memory_order_relaxed); }
+  // Called (without locks held) when the pending frees pass an eighth of the
+  // capacity, so the owner commits them before they hold much disk space.
+  void set_on_pending_frees(std::function<void()> f) { on_pending_frees_ = std::move(f); }
 
  protected:
   StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;
   StatusOr<BlobPtr> LoadImpl(const Location& loc, std::string_view key) override;
   void FreeImpl(Location& loc) override;
+  void RetireImpl(const Location& loc) override;
   Status SyncImpl() override;
 
  private:
@@ -122,8 +152,23 @@ class FileTier : public Tier {
   Status WipeScratch(Stripe& s);
   // REQUIRES: s.mu held, or no other thread using the stripe.
   Status RecreateScratchDir(Stripe& s);
-  // Persistent tiers: flags the record erased on disk so recovery skips it.
-  void MarkErased(Segment& seg, const Location& loc);
+  struct PendingFree {
+    enum Kind : uint8_t { kMark, kReclaim, kAbandon };  // ordered: kReclaim includes kMark
+    uint32_t stripe;
+    uint32_t segment;
+    uint64_t offset;
+    uint64_t length;
+    Kind kind;
+  };
+  void QueueFree(const PendingFree& p);
+  // Persistent tiers: flags the record erased on disk so recovery skips it
+  // (a header already flagged, or no longer this record's, is left alone).
+  Status MarkErased(Segment& seg, const PendingFree& p);
+  // Makes [offset, offset+len) unreadable: punched, or zeroed where the
+  // filesystem cannot punch.
+  Status EraseRange(const Segment& seg, uint64_t offset, uint64_t len);
+  // A record's space back: live counts, the punch, an emptied sealed segment.
+  void Reclaim(uint32_t stripe, const SegmentPtr& seg, uint64_t offset, uint64_t length);
 
   FileIo* io_;
   HostAllocator* host_alloc_;
@@ -138,6 +183,11 @@ class FileTier : public Tier {
   std::atomic<size_t> queued_punches_{0};
   bool direct_io_ = true;
   std::once_flag buffered_warning_;
+  std::mutex frees_mu_;  // guards queued_frees_, ready_frees_
+  std::vector<PendingFree> queued_frees_;  // since the last PrepareFrees
+  std::vector<PendingFree> ready_frees_;   // taken by PrepareFrees (or failed) for CommitFrees
+  std::atomic<uint64_t> pending_free_bytes_{0};
+  std::function<void()> on_pending_frees_;  // set before use (engine Init)
 };
 
 }  // namespace spillway

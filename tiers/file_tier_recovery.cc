@@ -100,6 +100,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
         RecoveredObject obj;
         obj.key = std::move(it.key);
         obj.sequence = it.header.sequence;
+        obj.engine_sequence = (it.header.flags & kFlagEngineSequence) != 0;
         obj.location.stripe = si;
         obj.location.segment = id;
         obj.location.offset = it.offset;

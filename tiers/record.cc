@@ -252,7 +252,7 @@ Status ValidateHeader(const RecordHeader& h) {
   if (h.codec > static_cast<uint8_t>(CodecKind::kLz4)) {
     return bad("unknown codec id " + std::to_string(h.codec));
   }
-  if (h.flags & ~(kFlagStoredRaw | kFlagChunked | kFlagErased)) {
+  if (h.flags & ~(kFlagStoredRaw | kFlagChunked | kFlagErased | kFlagEngineSequence)) {
     return bad("unknown flags " + std::to_string(h.flags));
   }
   if (h.key_len > kMaxKeyLen) return bad("key length " + std::to_string(h.key_len) + " over limit");
@@ -266,9 +266,11 @@ Status ValidateHeader(const RecordHeader& h) {
     return bad("stored size " + std::to_string(h.stored_size) + " exceeds raw size " +
                std::to_string(h.raw_size));
   }
-  // kFlagErased is set in place on any record (MarkRecordErased); it says
-  // nothing about the payload, which stays intact and decodable.
-  if (h.codec == static_cast<uint8_t>(CodecKind::kNone) && (h.flags & ~kFlagErased) != 0) {
+  // kFlagErased is set in place on any record (MarkRecordErased) and
+  // kFlagEngineSequence on every new one; neither says anything about the
+  // payload.
+  if (h.codec == static_cast<uint8_t>(CodecKind::kNone) &&
+      (h.flags & ~(kFlagErased | kFlagEngineSequence)) != 0) {
     return bad("flags set on a record without codec");
   }
   if (chunked) {
@@ -409,7 +411,7 @@ StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const
     }
   }
   h.flags = static_cast<uint8_t>((chunked ? kFlagChunked : 0) |
-                                 (compress && stored_raw ? kFlagStoredRaw : 0));
+                                 (compress && stored_raw ? kFlagStoredRaw : 0) | kFlagEngineSequence);
 
   const size_t body = BodySize(h);
   const size_t size = RecordSize(h);
@@ -480,6 +482,7 @@ void RawRecordStream::FinishHeader(std::byte* header, uint64_t seed) const {
   h.magic = kRecordMagic;
   h.version = kRecordVersion;
   h.codec = static_cast<uint8_t>(CodecKind::kNone);
+  h.flags = kFlagEngineSequence;
   h.key_len = key_len_;
   h.num_buffers = static_cast<uint32_t>(buffers_.size());
   h.raw_size = raw_;

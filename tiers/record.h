@@ -55,6 +55,11 @@ enum RecordFlags : uint8_t {
   kFlagStoredRaw = 1,  // codec configured but payload stored raw (did not shrink)
   kFlagChunked = 2,    // payload is num_chunks independently encoded chunks
   kFlagErased = 4,     // the object was erased or moved away; scanners skip the record
+  // `sequence` is the object version's number from the engine-wide counter
+  // (kept by copies the mover makes), so it orders records across all the
+  // persistent tiers of a chain. Records written before this flag existed
+  // lack it: their sequence orders records within one tier only.
+  kFlagEngineSequence = 8,
 };
 
 struct RecordHeader {
@@ -68,7 +73,7 @@ struct RecordHeader {
   uint64_t stored_size;  // payload bytes on disk
   uint32_t chunk_bytes;  // raw bytes per chunk (last may be shorter); 0 when not chunked
   uint32_t num_chunks;
-  uint64_t sequence;     // writer's sequence number (newest wins on recovery)
+  uint64_t sequence;     // the object version's number (newest wins on recovery; see kFlagEngineSequence)
   uint64_t payload_checksum;
   uint64_t header_checksum;
 };
@@ -78,6 +83,9 @@ static_assert(sizeof(RecordHeader) == kRecordHeaderSize);
 struct ObjectView {
   std::string_view key;
   std::span<const std::span<const std::byte>> buffers;
+  // The version's sequence number for its record (the engine's, kept across
+  // copies); 0: the tier numbers the record itself.
+  uint64_t sequence = 0;
   uint64_t raw_size() const {
     uint64_t n = 0;
     for (auto& b : buffers) n += b.size();

@@ -98,6 +98,11 @@ class Tier : public BlobAccount {
   // Takes ownership of a host blob read from a lower tier (promotion) without
   // copying; `reserved` bytes were reserved by the caller.
   StatusOr<Location> Adopt(BlobPtr blob, uint64_t reserved);
+  // The object at `loc` no longer holds its key's current value (erased or
+  // replaced) though a reader may still hold it: a persistent tier flags the
+  // record erased on disk at its next commit (FileTier::CommitFrees). Free
+  // must still follow.
+  void Retire(const Location& loc) { RetireImpl(loc); }
   // Releases the object's space.
   void Free(Location& loc);
   // Makes everything stored so far durable (file tiers).
@@ -114,6 +119,7 @@ class Tier : public BlobAccount {
   virtual StatusOr<BlobPtr> LoadImpl(const Location& loc, std::string_view key) = 0;
   virtual StatusOr<Location> AdoptImpl(BlobPtr blob, uint64_t reserved);
   virtual void FreeImpl(Location& loc) = 0;
+  virtual void RetireImpl(const Location&) {}
   virtual Status SyncImpl() { return Status::OK(); }
 
   TierCounters counters_;

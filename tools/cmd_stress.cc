@@ -4,7 +4,12 @@
 // run is reproducible from its seed. With --faults, I/O errors are injected
 // and, at the end, cleared before a final pass verifies every key: an object
 // the engine acknowledged must come back byte-identical ("lost" counts those
-// that do not, "corrupt" those that come back wrong).
+// that do not, "corrupt" those that come back wrong). With --reopen the
+// engine is then closed, reopened and every key verified again (lost, stale,
+// resurrected, corrupt). Keys are stress/0 .. stress/K-1; objects under those
+// keys left by an earlier run (a persistent tier) are erased before the run
+// starts (and counted: "cleared"), so the model begins empty and matches the
+// engine; other keys are never touched.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -40,17 +45,22 @@ struct Options {
   bool json = false;
   bool verify = true;
   bool device = false;  // --device: tools/stress_device.cc
+  bool reopen = false;
 };
 
 struct ModelEntry {
   uint64_t seed = 0;  // 0: absent
   uint64_t size = 0;
   uint32_t buffers = 1;
+  std::vector<uint64_t> earlier;  // seeds of every other value put (or tried) for the key
 };
 
 struct Result {
   std::atomic<uint64_t> ops{0}, puts{0}, gets{0}, erases{0}, flushes{0};
   std::atomic<uint64_t> lost{0}, corrupt{0}, io_errors{0}, no_space{0};
+  // The verification after --reopen.
+  std::atomic<uint64_t> reopen_verified{0}, reopen_lost{0}, reopen_stale{0}, reopen_resurrected{0},
+      reopen_corrupt{0};
   std::mutex mu;
   std::string first_problem;
   void Problem(const std::string& what, std::atomic<uint64_t>& counter) {
@@ -114,10 +124,15 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       PutObject(engine, key, n, scratch, &st);
       r.puts.fetch_add(1, std::memory_order_relaxed);
       if (st.ok()) {
-        m = n;
-      } else if (st.IsNoSpace()) {
-        r.no_space.fetch_add(1);  // the old value (if any) must remain
+        if (m.seed != 0) m.earlier.push_back(m.seed);
+        n.earlier = std::move(m.earlier);
+        m = std::move(n);
       } else {
+        m.earlier.push_back(n.seed);
+      }
+      if (st.IsNoSpace()) {
+        r.no_space.fetch_add(1);  // the old value (if any) must remain
+      } else if (!st.ok()) {
         r.io_errors.fetch_add(1);
       }
     } else if (dice < 900) {
@@ -143,7 +158,8 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       r.erases.fetch_add(1, std::memory_order_relaxed);
       Status st = engine.Erase(key);
       if (st.ok()) {
-        m = ModelEntry();
+        m.earlier.push_back(m.seed);
+        m.seed = 0;
       } else if (!st.IsNotFound() || m.seed != 0) {
         r.Problem("seed " + std::to_string(o.seed) + ": erase " + key + ": " + st.ToString(), r.lost);
       }
@@ -153,6 +169,50 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       if (!st.ok()) r.io_errors.fetch_add(1);
     }
   }
+}
+
+// After --reopen: every key against the model. A wrong value is "stale" when
+// it is one the key held (or a Put tried to give it) earlier, else "corrupt".
+void VerifyAfterReopen(Engine& engine, const Options& o, const std::vector<ModelEntry>& model, Result& r) {
+  const std::string tag = "seed " + std::to_string(o.seed) + ": after reopen: ";
+  for (uint64_t k = 0; k < o.keys; ++k) {
+    const ModelEntry& m = model[k];
+    auto h = engine.Get(KeyName(k));
+    if (m.seed == 0) {
+      if (h.ok()) r.Problem(tag + "erased key " + KeyName(k) + " came back", r.reopen_resurrected);
+      continue;
+    }
+    if (!h.ok()) {
+      r.Problem(tag + KeyName(k) + ": " + h.status().ToString(),
+                h.status().IsCorruption() ? r.reopen_corrupt : r.reopen_lost);
+      continue;
+    }
+    if (Verify(*h, m).empty()) {
+      r.reopen_verified.fetch_add(1);
+      continue;
+    }
+    bool stale = false;
+    for (uint64_t s : m.earlier) {
+      ModelEntry old = m;
+      old.seed = s;
+      // Sizes and buffer counts of earlier values are not kept: compare the bytes held.
+      old.size = h->size();
+      old.buffers = static_cast<uint32_t>(h->num_buffers());
+      stale |= Verify(*h, old).empty();
+    }
+    r.Problem(tag + KeyName(k) + (stale ? ": an older value was served" : ": wrong bytes"),
+              stale ? r.reopen_stale : r.reopen_corrupt);
+  }
+}
+
+// Erases whatever an earlier run left under this run's keys (a persistent
+// tier keeps it), without faults, so the model can start empty. Returns how
+// many objects were erased.
+StatusOr<uint64_t> ClearEarlierObjects(Engine& engine, const Options& o) {
+  uint64_t n = 0;
+  for (uint64_t k = 0; k < o.keys; ++k) n += engine.Erase(KeyName(k)).ok() ? 1 : 0;
+  if (n > 0) SPILLWAY_RETURN_IF_ERROR(engine.Flush());
+  return n;
 }
 
 int Run(const Options& o) {
@@ -177,10 +237,30 @@ int Run(const Options& o) {
     faulty = std::make_unique<FaultFileIo>(base.get(), *spec);
     eo.file_io = faulty.get();
   }
+  // Faults are injected into the workload only: Open (recovery) and the
+  // clearing of an earlier run's objects run on a healthy disk.
+  if (faulty) faulty->SetEnabled(false);
   auto engine = Engine::OpenFile(o.config, eo);
   if (!engine.ok()) {
     std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
     return 2;
+  }
+  auto cleared = ClearEarlierObjects(**engine, o);
+  if (!cleared.ok()) {
+    std::fprintf(stderr, "spillway stress: erasing the objects of an earlier run: %s\n",
+                 cleared.status().ToString().c_str());
+    return 2;
+  }
+  if (faulty) faulty->SetEnabled(true);
+  if (o.reopen) {
+    for (const TierConfig& t : (*engine)->config().tiers) {
+      if (t.kind == TierKind::kFile && t.persistent) continue;
+      std::fprintf(stderr,
+                   "spillway stress: --reopen needs every tier to be a persistent file tier; tier '%s' is not, "
+                   "and what it holds does not survive a close\n",
+                   t.name.c_str());
+      return 2;
+    }
   }
   std::vector<ModelEntry> model(o.keys);
   Result r;
@@ -220,6 +300,21 @@ int Run(const Options& o) {
     }
   }
   EngineStats stats = (*engine)->Stats();
+  if (o.reopen) {
+    // A clean close, then a reopen without faults: the persistent tiers must
+    // hold exactly what the model says.
+    engine->reset();
+    EngineOptions plain;
+    plain.profile = o.profile;
+    auto again = Engine::OpenFile(o.config, plain);
+    if (!again.ok()) {
+      r.Problem("reopen: " + again.status().ToString(), r.reopen_lost);
+    } else {
+      VerifyAfterReopen(**again, o, model, r);
+    }
+    r.lost.fetch_add(r.reopen_lost.load());
+    r.corrupt.fetch_add(r.reopen_stale.load() + r.reopen_resurrected.load() + r.reopen_corrupt.load());
+  }
   const double ops_per_s = secs > 0 ? r.ops.load() / secs : 0;
   if (o.json) {
     nlohmann::json j = {{"ops", r.ops.load()},       {"ops_per_s", ops_per_s}, {"seconds", secs},
@@ -228,6 +323,13 @@ int Run(const Options& o) {
                         {"io_errors", r.io_errors.load()}, {"no_space", r.no_space.load()},
                         {"verified", verified},     {"seed", o.seed},         {"threads", o.threads},
                         {"first_problem", r.first_problem},
+                        {"cleared", *cleared},
+                        {"reopen", o.reopen ? nlohmann::json{{"verified", r.reopen_verified.load()},
+                                                             {"lost", r.reopen_lost.load()},
+                                                             {"stale", r.reopen_stale.load()},
+                                                             {"resurrected", r.reopen_resurrected.load()},
+                                                             {"corrupt", r.reopen_corrupt.load()}}
+                                            : nlohmann::json()},
                         {"stats", nlohmann::json::parse(StatsToJson(stats))}};
     if (faulty) {
       auto c = faulty->counts();
@@ -236,6 +338,10 @@ int Run(const Options& o) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", FormatStatsTable(stats).c_str());
+    if (*cleared > 0) {
+      std::printf("\nstress: erased %llu objects an earlier run left under stress/0..stress/%llu before starting\n",
+                  static_cast<unsigned long long>(*cleared), static_cast<unsigned long long>(o.keys - 1));
+    }
     std::printf("\nstress: seed %llu, %d threads, %llu ops in %.2f s = %.0f ops/s\n",
                 static_cast<unsigned long long>(o.seed), o.threads, static_cast<unsigned long long>(r.ops.load()),
                 secs, ops_per_s);
@@ -248,6 +354,14 @@ int Run(const Options& o) {
     }
     std::printf("        verified %llu objects: lost %llu corrupt %llu\n", static_cast<unsigned long long>(verified),
                 static_cast<unsigned long long>(r.lost.load()), static_cast<unsigned long long>(r.corrupt.load()));
+    if (o.reopen) {
+      std::printf("        after reopen: verified %llu objects: lost %llu stale %llu resurrected %llu corrupt %llu\n",
+                  static_cast<unsigned long long>(r.reopen_verified.load()),
+                  static_cast<unsigned long long>(r.reopen_lost.load()),
+                  static_cast<unsigned long long>(r.reopen_stale.load()),
+                  static_cast<unsigned long long>(r.reopen_resurrected.load()),
+                  static_cast<unsigned long long>(r.reopen_corrupt.load()));
+    }
     if (!r.first_problem.empty()) {
       std::printf("first discrepancy: %s (replay with --seed %llu)\n", r.first_problem.c_str(),
                   static_cast<unsigned long long>(o.seed));
@@ -269,6 +383,8 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));
   cmd->add_option("--faults", o->faults, "Inject I/O faults, e.g. eio=0.01,enospc=0.001,short=0.01,torn=0.001");
   cmd->add_flag("--verify,!--no-verify", o->verify, "Verify every key at the end (default on)");
+  cmd->add_flag("--reopen", o->reopen,
+                "Then close, reopen and verify every key again (every tier must be a persistent file tier)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
   cmd->add_flag("--device", o->device,
                 "Device objects (gpu tier needed): adopted and copied device Puts, Get(kDevice), Acquire, Erase; "
