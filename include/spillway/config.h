@@ -70,12 +70,20 @@ struct TierConfig {
   std::string capacity_text;
   Watermarks watermarks;
   CodecConfig codec;
+  // Objects larger than this skip the tier (Put, demotion and promotion
+  // alike place them further down); 0: no limit.
+  uint64_t max_object_bytes = 0;
   // file tiers
   Medium medium = Medium::kUnspecified;
   std::vector<std::string> paths;  // striped; ${VAR} already expanded
   IoConfig io;
   bool persistent = false;     // survives restart; scratch tiers are wiped at Open
   bool allow_symlink = false;  // accept a tier directory that is a symlink or foreign-owned
+  // Free space each path's filesystem keeps: writes that would leave less
+  // go to another path or tier. Bytes, or a fraction of the filesystem's size
+  // (min_free_fraction, from a percentage); the larger applies. 0: none.
+  uint64_t min_free_bytes = 0;
+  double min_free_fraction = 0;
   // gpu tiers
   int device = 0;
   GpuMemory memory = GpuMemory::kDevice;

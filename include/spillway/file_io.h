@@ -41,6 +41,12 @@ struct IoRequest {
   ssize_t result = 0;
 };
 
+// A filesystem's size and the space this process may still write (statvfs).
+struct FsSpace {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
 struct OpenOptions {
   bool create = false;     // O_CREAT (with O_EXCL when exclusive)
   bool exclusive = false;
@@ -86,6 +92,12 @@ class FileIo {
   virtual Status CreateDir(const std::string& path) = 0;  // mkdir -p, 0700
   virtual StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;  // names only
   virtual Status SyncDir(const std::string& path) = 0;
+  // Size and free space of the filesystem holding `path` (a file tier's
+  // min_free). NotSupported where the FileIo cannot tell.
+  virtual StatusOr<FsSpace> SpaceOf(const std::string& path) {
+    (void)path;
+    return Status::NotSupported("SpaceOf not implemented by this FileIo");
+  }
 
   // Convenience over SubmitAndWait for one request; fails on a short transfer.
   Status Read(const FileHandle& f, uint64_t offset, void* buf, size_t len);
@@ -118,6 +130,7 @@ class FileIoWrapper : public FileIo {
   Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
   StatusOr<std::vector<std::string>> ListDir(const std::string& p) override { return target_->ListDir(p); }
   Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
+  StatusOr<FsSpace> SpaceOf(const std::string& p) override { return target_->SpaceOf(p); }
 
  protected:
   FileIo* target() const { return target_; }

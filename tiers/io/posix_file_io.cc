@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +194,15 @@ StatusOr<uint64_t> PosixFileIo::AllocatedBytes(const FileHandle& file) {
   struct stat st;
   if (::fstat(file.fd, &st) != 0) return Status::FromErrno(errno, Quoted("fstat", file.path));
   return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+StatusOr<FsSpace> PosixFileIo::SpaceOf(const std::string& path) {
+  struct statvfs vfs;
+  if (::statvfs(path.c_str(), &vfs) != 0) return Status::FromErrno(errno, Quoted("statvfs", path));
+  FsSpace s;
+  s.total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  s.free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  return s;
 }
 
 Status PosixFileIo::Remove(const std::string& path) {

@@ -47,6 +47,7 @@ class PosixFileIo : public FileIo {
   Status CreateDir(const std::string& path) override;
   StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
+  StatusOr<FsSpace> SpaceOf(const std::string& path) override;
 };
 
 }  // namespace spillway::io_internal
