@@ -9,12 +9,15 @@ constexpr uint64_t kFileBatchBytes = 8ull << 20;
 constexpr uint64_t kMemoryBatchBytes = 32ull << 20;
 }  // namespace
 
-uint64_t DemotionPolicy::Want(const Tier& from, const BoundaryLoad& load) const {
-  const uint64_t used = from.used_bytes(), cap = from.capacity_bytes();
-  uint64_t target = from.AboveHigh() ? std::max(from.ExcessOverLow(), std::min(MinBatchBytes(from), used)) : 0;
-  // Waiters need used + waiting <= capacity.
-  if (load.waiting_bytes > 0 && used + load.waiting_bytes > cap) {
-    target = std::max(target, used + load.waiting_bytes - cap);
+uint64_t DemotionPolicy::Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const {
+  const uint64_t projected = from.used_bytes() + load.waiting_bytes;
+  const uint64_t low = from.LowBytes();
+  uint64_t target = 0;
+  if (projected > from.HighBytes()) {
+    target = std::max(projected - low, std::min(MinBatchBytes(from), from.used_bytes()));
+  }
+  if (load.waiting_bytes > 0) {
+    target = std::max(target, static_cast<uint64_t>(MaxInflight(to)) * BatchBytes(from, to));
   }
   target = std::max({target, load.requested_bytes, load.pressure_bytes});
   return target > load.inflight_bytes ? target - load.inflight_bytes : 0;

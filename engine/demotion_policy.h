@@ -20,13 +20,18 @@ struct BoundaryLoad {
 
 class DemotionPolicy {
  public:
-  // Raw bytes to start moving out of `from` now: nothing until the tier is
+  // Raw bytes to start moving out of `from` (into `to` first) now: nothing until the tier is
   // above its high watermark (or someone waits or asks for room); then down
   // to the low watermark and at least MinBatchBytes where the tier holds
   // that much (so the tier below receives large writes, not one small batch
   // per watermark crossing), plus what waiters need beyond the free space,
   // less what batches in flight will free anyway.
-  uint64_t Want(const Tier& from, const BoundaryLoad& load) const;
+  // The fill it judges is the projected one, used plus what waiters are
+  // about to reserve, so the next batch starts while a caller copies its
+  // object in, not after. While callers wait (the tier below is the
+  // bottleneck), at least MaxInflight batches are wanted: the disk queue
+  // stays full until nobody waits.
+  uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // Raw bytes per batch from `from` to `to` (the first tier below): one
   // batch into a file tier fills one write slab (8 MiB: io.block_bytes
   // requests at the tier's queue depth); memory destinations take larger

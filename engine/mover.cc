@@ -79,7 +79,7 @@ void Mover::KickLocked(int t) {
   const int max_inflight = policy_.MaxInflight(to);
   while (!b.stuck && b.inflight_batches < max_inflight) {
     const BoundaryLoad load{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes};
-    const uint64_t want = policy_.Want(from, load);
+    const uint64_t want = policy_.Want(from, to, load);
     if (want == 0) return;
     // Picking under the lock makes the in-flight count exact (a 64 MiB
     // object picked for an 8 MiB batch counts 64 MiB), so concurrent
@@ -213,7 +213,7 @@ void Mover::WaitIdle() {
         BoundaryLoad load;
         load.pressure_bytes = pressure[t];
         pressure[t] = 0;
-        uint64_t need = policy_.Want(from, load);
+        uint64_t need = policy_.Want(from, core_->tier(t + 1), load);
         while (need > 0) {
           const uint64_t moved = demoter_->Demote(static_cast<int>(t), std::min(need, policy_.BatchBytes(from, core_->tier(t + 1))), below);
           if (moved == 0) break;

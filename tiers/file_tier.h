@@ -112,9 +112,10 @@ class FileTier : public Tier {
                       const Status& st);
   // A record at `offset` is on disk: fills its location, counts it live.
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
-  // file_tier_read.cc: a record's aligned read window and its requests;
-  // verifying and decoding it once read.
-  Status PrepareRead(const Location& loc, ReadWindow* w, std::vector<IoRequest>* reqs) const;
+  // file_tier_read.cc: a record's aligned read window and its requests
+  // (`thread_buffer`: into this thread's reused buffer, for a read decoded
+  // before the thread reads again); verifying and decoding it once read.
+  Status PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
   StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
                                std::span<const IoRequest> reqs);
   // file_tier_space.cc: the stripe a write of `len` bytes goes to (round

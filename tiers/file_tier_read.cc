@@ -12,6 +12,10 @@ namespace {
 // Windows read in one submission, at most: bounds the memory a batch of
 // large objects holds before it is decoded.
 constexpr uint64_t kMaxBatchWindowBytes = 64ull << 20;
+// A single read's window up to this size uses a buffer kept per thread:
+// a 1 MiB read into fresh memory spends as long faulting the pages in as
+// the disk takes to fill them.
+constexpr uint64_t kCachedReadLimit = 16ull << 20;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
@@ -21,23 +25,46 @@ struct AlignedFree {
 };
 using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
 
+std::byte* AllocWindow(uint64_t bytes) {
+  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, std::max<uint64_t>(AlignUp(bytes, kIoAlign), kIoAlign)));
+}
+
+// This thread's reusable read buffer of at least `bytes` (<= kCachedReadLimit).
+std::byte* ThreadReadBuffer(uint64_t bytes) {
+  thread_local AlignedBuffer cached;
+  thread_local uint64_t cached_size = 0;
+  if (cached_size < bytes) {
+    const uint64_t size = std::min(AlignUp(bytes, 1 << 20), kCachedReadLimit);
+    cached.reset(AllocWindow(size));
+    cached_size = cached ? size : 0;
+  }
+  return cached.get();
+}
+
 }  // namespace
 
 // One record's aligned read window.
 struct FileTier::ReadWindow {
   SegmentPtr seg;
   uint64_t start = 0, end = 0;
-  AlignedBuffer buf;
+  std::byte* data = nullptr;  // `owned`, or this thread's read buffer
+  AlignedBuffer owned;
   size_t first_req = 0, num_reqs = 0;
 };
 
-Status FileTier::PrepareRead(const Location& loc, ReadWindow* w, std::vector<IoRequest>* reqs) const {
+Status FileTier::PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w,
+                             std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   w->start = AlignDown(loc.offset, kIoAlign);
   w->end = AlignUp(loc.offset + loc.length, kIoAlign);
-  w->buf.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlign, std::max<uint64_t>(w->end - w->start, kIoAlign))));
-  if (!w->buf) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
+  if (thread_buffer && w->end - w->start <= kCachedReadLimit) {
+    w->data = ThreadReadBuffer(w->end - w->start);
+  } else {
+    w->owned.reset(AllocWindow(w->end - w->start));
+    w->data = w->owned.get();
+  }
+  if (w->data == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
   w->first_req = reqs->size();
   const uint64_t block = config().io.block_bytes;
   for (uint64_t done = 0; done < w->end - w->start; done += block) {
@@ -45,7 +72,7 @@ Status FileTier::PrepareRead(const Location& loc, ReadWindow* w, std::vector<IoR
     r.op = IoRequest::Op::kRead;
     r.fd = w->seg->file.fd;
     r.offset = w->start + done;
-    r.buf = w->buf.get() + done;
+    r.buf = w->data + done;
     r.len = static_cast<size_t>(std::min(block, w->end - w->start - done));
     reqs->push_back(r);
   }
@@ -60,7 +87,7 @@ StatusOr<BlobPtr> FileTier::FinishRead(const Location& loc, std::string_view key
       return Status::Corruption(Where(loc) + ": record extends past the end of the file");
     }
   }
-  std::span<const std::byte> rec(w.buf.get() + (loc.offset - w.start), loc.length);
+  std::span<const std::byte> rec(w.data + (loc.offset - w.start), loc.length);
   auto info = ParseRecord(rec, RecordSeed(loc.segment, loc.offset));
   if (!info.ok()) return Status::Corruption(Where(loc) + ": " + info.status().message());
   if (info->key != key) return Status::Corruption(Where(loc) + ": record holds a different key");
@@ -75,7 +102,7 @@ StatusOr<BlobPtr> FileTier::FinishRead(const Location& loc, std::string_view key
 StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
   ReadWindow w;
   std::vector<IoRequest> reqs;
-  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, &w, &reqs));
+  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*thread_buffer=*/true, &w, &reqs));
   // A large record is read as block_bytes requests, queue_depth in flight.
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return st.WithContext(Where(loc));
@@ -94,7 +121,7 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
     uint64_t bytes = 0;
     for (; i < locs.size() && (windows.empty() || bytes + locs[i].length <= kMaxBatchWindowBytes); ++i) {
       ReadWindow w;
-      Status st = PrepareRead(locs[i], &w, &reqs);
+      Status st = PrepareRead(locs[i], /*thread_buffer=*/false, &w, &reqs);
       if (!st.ok()) {
         out[i] = st;
         continue;

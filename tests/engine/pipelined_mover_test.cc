@@ -86,20 +86,23 @@ TEST_CASE("DemotionPolicy: nothing below the high watermark, down to low above i
   tc.watermarks = {0.9, 0.75};
   HostTier tier(tc, 0, nullptr);
   internal::DemotionPolicy p;
+  HostTier below_mem(HostTierConfig("m", 1 << 30), 1, nullptr);
   internal::BoundaryLoad none;
   tier.ForceReserve(80 << 20);
-  CHECK(p.Want(tier, none) == 0);
+  CHECK(p.Want(tier, below_mem, none) == 0);
   internal::BoundaryLoad waiting;
-  waiting.waiting_bytes = 30 << 20;  // 80 + 30 > 100: 10 MiB must go
-  CHECK(p.Want(tier, waiting) == (10u << 20));
+  waiting.waiting_bytes = 30 << 20;  // projected 110 MiB: down to low (75), and the queue kept full
+  CHECK(p.Want(tier, below_mem, waiting) == (35u << 20));
+  waiting.waiting_bytes = 1 << 20;  // projected 81 MiB: below high, but a caller waits
+  CHECK(p.Want(tier, below_mem, waiting) ==
+        static_cast<uint64_t>(p.MaxInflight(below_mem)) * p.BatchBytes(tier, below_mem));
   tier.ForceReserve(15 << 20);  // 95 MiB: above high; 20 MiB to low, but at least capacity / 4
-  CHECK(p.Want(tier, none) == (25u << 20));
+  CHECK(p.Want(tier, below_mem, none) == (25u << 20));
   internal::BoundaryLoad busy;
   busy.inflight_bytes = 16 << 20;
-  CHECK(p.Want(tier, busy) == (9u << 20));
+  CHECK(p.Want(tier, below_mem, busy) == (9u << 20));
   busy.inflight_bytes = 32 << 20;
-  CHECK(p.Want(tier, busy) == 0);
-  HostTier below_mem(HostTierConfig("m", 1 << 30), 1, nullptr);
+  CHECK(p.Want(tier, below_mem, busy) == 0);
   CHECK(p.BatchBytes(tier, below_mem) > 0);
   CHECK(p.BatchBytes(tier, below_mem) <= tier.capacity_bytes() / 8);
   tier.Unreserve(95 << 20);
