@@ -134,8 +134,10 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
       }
     }
     KickLocked(t);
+    // Under the lock: once it is released, Stop may return and the mover
+    // be destroyed; nothing of it may be touched after that.
+    cv_.notify_all();
   }
-  cv_.notify_all();
 }
 
 bool Mover::MakeRoom(int t, uint64_t bytes) {
