@@ -24,6 +24,7 @@ constexpr TierKey kTierKeys[] = {
     {"path", TierKind::kFile},        {"io", TierKind::kFile},
     {"persistent", TierKind::kFile},  {"allow_symlink", TierKind::kFile},
     {"wipe_persistent", TierKind::kFile},
+    {"max_object_size", std::nullopt}, {"min_free", TierKind::kFile},
 };
 
 const TierKey* FindTierKey(std::string_view name) {
@@ -184,6 +185,17 @@ void SchemaReader::ReadTier(size_t index, const std::vector<TierEntry>& entries,
     } else if (key == "memory") {
       if (auto m = values_.Name(v, e.path, "gpu memory kind", {"device", "managed"})) {
         t.memory = *GpuMemoryFromName(*m);
+      }
+    } else if (key == "max_object_size") {
+      if (auto spec = values_.Size(v, e.path, false)) t.max_object_bytes = spec->bytes;
+    } else if (key == "min_free") {
+      std::string text;
+      if (auto spec = values_.Size(v, e.path, true, &text)) {
+        if (spec->is_percent) {
+          t.min_free_fraction = spec->percent / 100.0;
+        } else {
+          t.min_free_bytes = spec->bytes;
+        }
       }
     } else if (key == "headroom") {
       if (auto spec = values_.Size(v, e.path, false)) t.headroom_bytes = spec->bytes;

@@ -111,6 +111,16 @@ void CheckTier(const TierConfig& t, const std::string& f, DiagnosticSink& sink) 
   }
   CheckWatermarks(t.watermarks, f + ".watermarks", sink);
   CheckCodec(t.codec, f + ".codec", sink);
+  if (t.max_object_bytes != 0 && t.capacity_bytes != 0 && t.max_object_bytes > t.capacity_bytes) {
+    sink.Warning(f + ".max_object_size",
+                 "max_object_size (" + FormatBytes(t.max_object_bytes) + ") is larger than the capacity (" +
+                     FormatBytes(t.capacity_bytes) + "), which already bounds the objects the tier takes");
+  }
+  if (t.min_free_fraction < 0 || t.min_free_fraction >= 1) {
+    sink.Error(f + ".min_free", "min_free of " + std::to_string(t.min_free_fraction * 100) +
+                                    "% leaves no room to write",
+               "expected a size like 10GiB or a percentage below 100%, e.g. 5%");
+  }
   if (t.kind == TierKind::kFile) {
     if (t.paths.empty()) {
       sink.Error(f + ".paths", "a file tier needs at least one directory",

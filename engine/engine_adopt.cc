@@ -34,7 +34,7 @@ Status EngineCore::PutHostAllocation(std::string_view key, const std::byte* data
   for (size_t t = 0; t < tiers_.size(); ++t) {
     Tier& tier = *tiers_[t];
     if (tier.kind() != TierKind::kHost || size > tier.capacity_bytes()) continue;
-    if (!ReserveWithBackpressure(static_cast<int>(t), size)) continue;
+    if (!mover_->MakeRoom(static_cast<int>(t), size)) continue;
     auto loc = tier.Adopt(blob, size);
     if (!loc.ok()) {
       tier.Unreserve(size);

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/scheduler.h"
+#include "engine/demoter.h"
 #include "engine/mover.h"
+#include "engine/placement.h"
 #include "tiers/file_tier.h"
 
 namespace spillway::internal {
@@ -108,26 +111,6 @@ int EngineCore::FirstHostTier() const {
   return -1;
 }
 
-bool EngineCore::ReserveWithBackpressure(int t, uint64_t estimate) {
-  Tier& tier = *tiers_[t];
-  if (tier.TryReserve(estimate)) return true;
-  if (estimate > tier.capacity_bytes()) return false;
-  if (mover_) mover_->Wake();
-  if (static_cast<size_t>(t) + 1 >= tiers_.size()) return false;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const uint64_t used = tier.used_bytes();
-    const uint64_t need = used + estimate > tier.capacity_bytes() ? used + estimate - tier.capacity_bytes() : 0;
-    // Demote a little ahead so the next few calls do not each stall.
-    // The same batch size as a mover pass, so the tier below gets large writes.
-    const uint64_t ahead = std::min<uint64_t>(std::max(estimate * 4, EvictionPolicy::MinBatchBytes(tier)), 64ull << 20);
-    const uint64_t moved = Demote(t, std::max<uint64_t>(need, ahead));
-    sync_demotions_.fetch_add(1, std::memory_order_relaxed);
-    if (tier.TryReserve(estimate)) return true;
-    if (moved == 0) break;
-  }
-  return false;
-}
-
 void EngineCore::Insert(std::string_view key, uint64_t raw_size, int tier, Location loc, uint64_t sequence) {
   Entry* e = Entry::Create(key, raw_size);
   e->tier = static_cast<int8_t>(tier);
@@ -202,10 +185,12 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
       }
       v = ObjectView{key, host_spans, sequence};
     }
+    // Placement: admission (size rules, capacity) and room (min_free); the
+    // estimate is computed once and carried to Store.
     const uint64_t estimate = tier.ReserveEstimate(v);
-    if (estimate > tier.capacity_bytes()) return false;
-    const bool reserved = probe ? tier.TryReserve(estimate, /*ignore_full_mark=*/true)
-                                : ReserveWithBackpressure(static_cast<int>(t), estimate);
+    if (!placement_->Admits(static_cast<int>(t), raw, estimate)) return false;
+    const bool reserved = probe ? placement_->TryReserve(static_cast<int>(t), estimate, /*probe=*/true)
+                                : tier.HasDeviceRoom(estimate) && mover_->MakeRoom(static_cast<int>(t), estimate);
     if (!reserved) {
       if (!probe && tier.marked_full()) full_marked[t] = true;
       return false;
@@ -220,7 +205,7 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
       }
       loc = std::move(*adopted);
     } else {
-      auto locs = tier.Store(std::span<const ObjectView>(&v, 1));
+      auto locs = tier.Store(std::span<const ObjectView>(&v, 1), std::span<const uint64_t>(&estimate, 1));
       if (!locs.ok()) {
         tier.Unreserve(estimate);
         last_error = locs.status();
@@ -246,111 +231,6 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
   if (!last_error.ok() && !last_error.IsNoSpace()) return last_error;
   return Status::NoSpace("no tier can hold object of " + std::to_string(raw) + " bytes" +
                          (last_error.ok() ? std::string() : " (last error: " + last_error.ToString() + ")"));
-}
-
-StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
-  gets_.Add(1);
-  const uint64_t hash = ObjectIndex::Hash(key);
-  auto& shard = index_.ShardForHash(hash);
-  Entry* e;
-  int t;
-  uint64_t version;
-  Location loc;
-  bool moving;
-  {
-    std::lock_guard<std::mutex> l(shard.mu);
-    e = shard.Find(key, hash);
-    if (e == nullptr) {
-      misses_.fetch_add(1, std::memory_order_relaxed);
-      return Status::NotFound("key not found");
-    }
-    // Pins are taken only under the shard lock (so a mover that sees none
-    // under it may move the entry); they are dropped without it (Unpin).
-    const uint64_t prev = e->pin_state.fetch_add(1, std::memory_order_acq_rel);
-    if ((prev & Entry::kPinMask) == 0) {
-      pinned_bytes_[prev >> Entry::kPinTierShift].Add(e->raw_size);
-    }
-    e->refs.fetch_add(1, std::memory_order_relaxed);
-    t = e->tier;
-    moving = e->moving;
-    if (e->loc.has_blob()) {
-      // Memory tiers: the blob is all a hit needs.
-      loc.blob = e->loc.blob();
-      loc.stored_bytes = e->loc.stored_bytes();
-      loc.raw_bytes = e->raw_size;
-    } else {
-      loc = e->loc.Get(e->raw_size);
-    }
-    version = e->version;
-  }
-  EvictionPolicy::Touch(e);
-  hits_[t].Add(1);
-  if (tiers_[t]->kind() == TierKind::kGpu) {
-    if (where != Where::kHost) return Handle(std::move(loc.blob), e, this);
-    auto host = tiers_[t]->Load(loc, key);  // a host copy; the object stays on the device
-    if (!host.ok()) {
-      Unpin(e);
-      Unref(e);
-      return host.status();
-    }
-    return Handle(std::move(*host), e, this);
-  }
-  if (where == Where::kDevice) return ToDevice(e, t, version, std::move(loc), key);
-  if (tiers_[t]->is_memory()) return Handle(std::move(loc.blob), e, this);
-
-  const auto start = std::chrono::steady_clock::now();
-  auto blob = tiers_[t]->Load(loc, key);
-  if (!blob.ok()) {
-    bool erased;
-    {
-      std::lock_guard<std::mutex> l(shard.mu);
-      erased = e->erased;
-    }
-    Unpin(e);
-    Unref(e);
-    // Erased or replaced while being read: a Flush may have rewritten the
-    // record's header (its erase mark) under the read. Read what the key
-    // maps to now.
-    if (erased && blob.status().IsCorruption()) return Get(key, where);
-    return blob.status();
-  }
-  const int h = FirstHostTier();
-  // Objects in a persistent tier are read in place: promoting would move
-  // their only durable copy into memory.
-  if (config_.policy.promote_on_read && !config_.tiers[t].persistent && !moving && h >= 0 && h < t) {
-    BlobPtr b = std::move(*blob);
-    const uint64_t raw = b->size();
-    if (ReserveWithBackpressure(h, raw)) {
-      Location old;
-      bool committed = false;
-      {
-        std::lock_guard<std::mutex> l(shard.mu);
-        if (UnchangedSince(e, t, version)) {
-          auto nl = tiers_[h]->Adopt(b, raw);
-          if (nl.ok()) {
-            old = RelocatePinnedLocked(e, t, h, std::move(*nl));
-            committed = true;
-          }
-        }
-      }
-      if (committed) {
-        tiers_[t]->Free(old);
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::steady_clock::now() - start).count();
-        boundary(t, h).Record(1, raw, raw, ns);
-        if (event_log_) {
-          event_log_->Record({key, raw, raw, tiers_[t]->name(), tiers_[h]->name(),
-                              CodecKindName(config_.tiers[h].codec.kind), false,
-                              static_cast<uint64_t>(ns) / 1000, true});
-        }
-        if (tiers_[h]->AboveHigh() && mover_) mover_->Wake();
-      } else {
-        tiers_[h]->Unreserve(raw);
-      }
-    }
-    return Handle(std::move(b), e, this);
-  }
-  return Handle(std::move(*blob), e, this);
 }
 
 Status EngineCore::Erase(std::string_view key) {

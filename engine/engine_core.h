@@ -26,9 +26,16 @@
 #include "base/thread_pool.h"
 #include "spillway/file_io.h"
 
+namespace spillway {
+class Scheduler;
+}
+
 namespace spillway::internal {
 
 class Mover;
+class Demoter;
+class Placement;
+struct DemotionBatchDeleter;
 
 struct BoundaryCounters {
   std::atomic<uint64_t> objects{0}, bytes{0}, stored_bytes{0}, nanos{0}, failures{0}, retries{0};
@@ -69,18 +76,18 @@ class EngineCore final : public Engine {
   Tier& tier(size_t i) { return *tiers_[i]; }
   ObjectIndex& index() { return index_; }
   EvictionPolicy& policy() { return *policy_; }
-  // Moves up to `bytes` out of tier `t` (LRU first) to the tiers below.
-  // Returns the raw bytes moved. Called by the mover and, under backpressure,
-  // by Put/Get on their own thread.
+  // Moves up to `bytes` out of tier `t` (LRU first) to the tiers below, on
+  // the caller's thread (AllocateDevice). Returns the raw bytes moved.
   uint64_t Demote(int t, uint64_t bytes);
+  Mover& mover() { return *mover_; }
+  const Placement& placement() const { return *placement_; }
+  void CountSyncDemotion() { sync_demotions_.fetch_add(1, std::memory_order_relaxed); }
   void Unpin(Entry* e);
   void Unref(Entry* e);
   BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
   // Bytes to demote from gpu tier t because free device memory is below its
   // headroom (memory taken outside the engine). 0 for other tiers.
   uint64_t DevicePressure(int t);
-  // Reserves `estimate` bytes in tier t, demoting synchronously if needed.
-  bool ReserveWithBackpressure(int t, uint64_t estimate);
 
   static constexpr int kMaxTiers = 16;
 
@@ -100,6 +107,24 @@ class EngineCore final : public Engine {
   };
 
  private:
+  friend class Demoter;
+  friend struct DemotionBatchDeleter;
+  // engine_read.cc: a read's pinned snapshot of an entry.
+  struct PinnedRead {
+    Entry* e = nullptr;
+    int t = -1;
+    uint64_t version = 0;
+    Location loc;
+    bool moving = false;
+  };
+  // Pins the entry of `key` (NotFound when absent) and counts the hit.
+  StatusOr<PinnedRead> PinForRead(std::string_view key);
+  // Finishes a pinned read: loads it (unless `loaded`, from a batch read),
+  // promotes it where there is room, returns the Handle. Drops the pin on
+  // failure.
+  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded);
+  // Acquire's body; `skip_missing` (Prefetch) leaves absent keys out.
+  StatusOr<std::vector<Handle>> AcquireKeys(std::span<const std::string> keys, Where where, bool skip_missing);
   // Commits a new object into the index, replacing the key's previous one,
   // unless that one has a higher sequence (a concurrent Put that began
   // later): then the new object is the one dropped. The entry that leaves is
@@ -154,6 +179,9 @@ class EngineCore final : public Engine {
   std::vector<std::unique_ptr<Tier>> tiers_;
   ObjectIndex index_;
   std::unique_ptr<EvictionPolicy> policy_;
+  std::unique_ptr<Placement> placement_;
+  std::unique_ptr<Demoter> demoter_;
+  std::unique_ptr<Scheduler> owned_scheduler_;  // when options_.scheduler is null and background_mover
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<EventLog> event_log_;     // null when metrics.event_log is off
   std::unique_ptr<MetricsDumper> dumper_;   // null when metrics.prometheus_file is off

@@ -121,13 +121,13 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   host->Spans(&spans);
   ObjectView view{key, spans};
   const uint64_t est = tiers_[g]->ReserveEstimate(view);
-  if (!ReserveWithBackpressure(g, est)) {
+  if (!mover_->MakeRoom(g, est)) {
     Unpin(e);
     Unref(e);
     return Status::NoSpace("cannot make room for " + std::to_string(est) + " bytes on gpu tier '" +
                            tiers_[g]->name() + "'");
   }
-  auto locs = tiers_[g]->Store(std::span<const ObjectView>(&view, 1));
+  auto locs = tiers_[g]->Store(std::span<const ObjectView>(&view, 1), std::span<const uint64_t>(&est, 1));
   if (!locs.ok()) {
     tiers_[g]->Unreserve(est);
     Unpin(e);
@@ -170,7 +170,7 @@ Status EngineCore::PutDeviceAllocation(std::string_view key, void* device_ptr, s
   for (uint64_t n : buffer_sizes) size += n;
   BlobPtr blob = GpuTier::WrapDeviceAllocation(device_ptr, size, buffer_sizes, std::move(release));
   puts_.fetch_add(1, std::memory_order_relaxed);
-  if (size <= tiers_[g]->capacity_bytes() && ReserveWithBackpressure(g, size)) {
+  if (size <= tiers_[g]->capacity_bytes() && mover_->MakeRoom(g, size)) {
     auto loc = tiers_[g]->Adopt(blob, size);
     if (loc.ok()) {
       Insert(key, size, g, std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
@@ -190,32 +190,6 @@ Status EngineCore::PutDeviceAllocation(std::string_view key, void* device_ptr, s
   (void)key, (void)device_ptr, (void)buffer_sizes, (void)release;
   return Status::NotSupported("built without CUDA");
 #endif
-}
-
-StatusOr<std::vector<Handle>> EngineCore::Acquire(std::span<const std::string> keys, Where where) {
-  std::vector<std::future<StatusOr<Handle>>> futures;
-  futures.reserve(keys.size());
-  for (const std::string& k : keys) {
-    futures.push_back(std::async(std::launch::async, [this, &k, where] { return Get(k, where); }));
-  }
-  std::vector<Handle> handles;
-  Status first;
-  for (size_t i = 0; i < futures.size(); ++i) {
-    auto h = futures[i].get();
-    if (!h.ok()) {
-      if (first.ok()) first = h.status().WithContext("acquire '" + keys[i] + "'");
-      continue;
-    }
-    handles.push_back(std::move(*h));
-  }
-  if (!first.ok()) return first;  // handles released here: nothing stays pinned
-  return handles;
-}
-
-void EngineCore::Prefetch(std::span<const std::string> keys, Where where) {
-  for (const std::string& k : keys) {
-    prefetch_pool_->Submit([this, k, where] { (void)Get(k, where); });
-  }
 }
 
 StatusOr<std::shared_ptr<void>> EngineCore::AllocateDevice(uint64_t bytes) {

@@ -6,7 +6,10 @@
 
 #include "spillway/config_loader.h"
 #include "engine/engine_core.h"
+#include "base/scheduler.h"
+#include "engine/demoter.h"
 #include "engine/mover.h"
+#include "engine/placement.h"
 #include "tiers/cuda_runtime.h"
 #include "tiers/file_tier.h"
 
@@ -169,8 +172,20 @@ Status EngineCore::Init() {
     SPILLWAY_RETURN_IF_ERROR(dumper_->DumpNow().WithContext("metrics.prometheus_file"));
   }
 
-  mover_ = std::make_unique<Mover>(this);
-  if (options_.background_mover) mover_->Start();
+  std::vector<Tier*> chain;
+  for (auto& t : tiers_) chain.push_back(t.get());
+  placement_ = std::make_unique<Placement>(std::move(chain));
+  demoter_ = std::make_unique<Demoter>(this, placement_.get());
+  Scheduler* scheduler = options_.scheduler;
+  if (scheduler == nullptr && options_.background_mover) {
+    // Enough threads for every boundary's batches at once: batches never
+    // wait for each other, so this bounds concurrency, not correctness.
+    owned_scheduler_ = std::make_unique<ThreadScheduler>(
+        std::max<size_t>(2, DemotionPolicy::kMaxInflightPerBoundary * (n - 1)));
+    scheduler = owned_scheduler_.get();
+  }
+  mover_ = std::make_unique<Mover>(this, demoter_.get(), scheduler);
+  mover_->Start();
   return Status::OK();
 }
 

@@ -11,15 +11,6 @@ EvictionPolicy::EvictionPolicy(size_t num_tiers) {
 
 EvictionPolicy::~EvictionPolicy() = default;
 
-uint64_t EvictionPolicy::MinBatchBytes(const Tier& tier) {
-  return std::min<uint64_t>(64ull << 20, tier.capacity_bytes() / 4);
-}
-
-uint64_t EvictionPolicy::BytesToDemote(const Tier& tier) {
-  if (!tier.AboveHigh()) return 0;
-  return std::max(tier.ExcessOverLow(), std::min(MinBatchBytes(tier), tier.used_bytes()));
-}
-
 void EvictionPolicy::Unlink(List& l, Entry* e) {
   e->lru_prev->lru_next = e->lru_next;
   e->lru_next->lru_prev = e->lru_prev;

@@ -1,5 +1,6 @@
-// EvictionPolicy: decides which objects leave a tier and how many bytes.
-// The mechanism that moves them is the Mover (mover.h).
+// EvictionPolicy: decides which objects leave a tier. How many bytes and
+// when is the DemotionPolicy's (demotion_policy.h); the mechanism that moves
+// them is the Demoter, run by the Mover.
 //
 // LRU approximated CLOCK-style: one list per tier, newest at the head. A Get
 // only sets the entry's kAccessed flag (a relaxed atomic, no lock), so hits
@@ -41,14 +42,6 @@ class EvictionPolicy {
   // reference.
   void PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out);
   static void Unpick(Entry* e) { e->flags.fetch_and(static_cast<uint8_t>(~Entry::kPicked), std::memory_order_relaxed); }
-
-  // How many bytes the mover should take out of a tier now: 0 until it is
-  // above its high watermark; then down to its low watermark, and at least
-  // MinBatchBytes where the tier holds that much, so the tier below receives
-  // large writes rather than one small batch per watermark crossing.
-  static uint64_t BytesToDemote(const Tier& tier);
-  // min(64 MiB, capacity / 4): the smallest batch worth a demotion.
-  static uint64_t MinBatchBytes(const Tier& tier);
 
  private:
   struct List {

@@ -1,97 +1,252 @@
-// Mover: background demotion passes, woken by Puts that cross a high
-// watermark and by a periodic tick.
+// Mover: batches in flight per boundary, completion-driven restarts, and
+// the waits of callers that need room. See mover.h.
 #include "engine/mover.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "base/scheduler.h"
+#include "engine/demoter.h"
 #include "engine/engine_core.h"
 
 namespace spillway::internal {
-namespace {
-constexpr uint64_t kPassChunkBytes = 64ull << 20;
-}  // namespace
 
-Mover::Mover(EngineCore* core) : core_(core) {}
+Mover::Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler)
+    : core_(core), demoter_(demoter), scheduler_(scheduler), bounds_(core->num_tiers()) {}
 
 Mover::~Mover() { Stop(); }
 
 void Mover::Start() {
+  if (scheduler_ == nullptr || !scheduler_->background()) return;
   std::lock_guard<std::mutex> l(mu_);
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
+  if (tick_.joinable()) return;
+  tick_stop_ = false;
+  tick_ = std::thread([this] { Tick(); });
 }
 
 void Mover::Stop() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
+    stopping_ = true;
+    tick_stop_ = true;
   }
+  tick_cv_.notify_all();
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (tick_.joinable()) tick_.join();
+  if (scheduler_ != nullptr && !scheduler_->background()) scheduler_->RunPending();
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] {
+    for (const Boundary& b : bounds_) {
+      if (b.inflight_batches > 0) return false;
+    }
+    return true;
+  });
+}
+
+void Mover::Tick() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!tick_stop_) {
+    tick_cv_.wait_for(l, std::chrono::milliseconds(100), [this] { return tick_stop_; });
+    if (tick_stop_) break;
+    l.unlock();
+    // Device memory taken outside the engine: asking the driver stays
+    // outside the lock.
+    std::vector<uint64_t> pressure(bounds_.size());
+    for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->DevicePressure(static_cast<int>(t));
+    l.lock();
+    for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+      bounds_[t].pressure_bytes = pressure[t];
+      bounds_[t].stuck = false;
+      KickLocked(static_cast<int>(t));
+    }
+  }
 }
 
 void Mover::Wake() {
+  if (scheduler_ == nullptr) return;
+  std::lock_guard<std::mutex> l(mu_);
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+    bounds_[t].stuck = false;
+    KickLocked(static_cast<int>(t));
+  }
+}
+
+void Mover::KickLocked(int t) {
+  if (stopping_ || scheduler_ == nullptr || static_cast<size_t>(t) + 1 >= bounds_.size()) return;
+  Boundary& b = bounds_[t];
+  const Tier& from = core_->tier(t);
+  const Tier& to = core_->tier(t + 1);
+  const int max_inflight = policy_.MaxInflight(to);
+  while (!b.stuck && b.inflight_batches < max_inflight) {
+    const BoundaryLoad load{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes};
+    const uint64_t want = policy_.Want(from, to, load);
+    if (want == 0) return;
+    // Picking under the lock makes the in-flight count exact (a 64 MiB
+    // object picked for an 8 MiB batch counts 64 MiB), so concurrent
+    // batches never move more than the policy asked for.
+    DemotionBatchPtr batch = demoter_->Pick(t, std::min(want, policy_.BatchBytes(from, to)));
+    if (!batch) {
+      b.stuck = true;
+      return;
+    }
+    const uint64_t picked = Demoter::PickedBytes(*batch);
+    b.inflight_batches++;
+    b.inflight_bytes += picked;
+    b.batches_started++;
+    b.max_inflight_seen = std::max(b.max_inflight_seen, b.inflight_batches);
+    b.requested_bytes -= std::min(b.requested_bytes, picked);
+    b.pressure_bytes -= std::min(b.pressure_bytes, picked);
+    // std::function needs a copyable callable: the batch travels as a
+    // shared_ptr with the aborting deleter.
+    std::shared_ptr<DemotionBatch> shared(batch.release(), DemotionBatchDeleter());
+    scheduler_->Submit([this, t, picked, shared]() mutable {
+      RunBatch(t, picked, std::move(shared));
+    });
+  }
+}
+
+void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch) {
+  // Background batches never wait for room below: a batch that finds the
+  // next tier full asks that boundary for room and ends, so no scheduler
+  // thread waits for another.
+  const Demoter::Result r = demoter_->Run(t, *batch, nullptr);
+  batch.reset();  // the victims' references go before waiters look again
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (wake_) return;
-    wake_ = true;
+    Boundary& b = bounds_[t];
+    b.inflight_batches--;
+    b.inflight_bytes -= picked;
+    b.batches_done++;
+    b.stuck = r.moved == 0;
+    if (r.blocked >= 0) {
+      Boundary& below = bounds_[r.blocked];
+      below.requested_bytes += r.blocked_bytes;
+      below.stuck = false;
+      KickLocked(r.blocked);
+    }
+    if (r.moved > 0) {
+      // The tier below received bytes; the tier above may have been waiting
+      // for room here.
+      KickLocked(t + 1);
+      if (t > 0 && bounds_[t - 1].stuck) {
+        bounds_[t - 1].stuck = false;
+        KickLocked(t - 1);
+      }
+    }
+    KickLocked(t);
+    // Under the lock: once it is released, Stop may return and the mover
+    // be destroyed; nothing of it may be touched after that.
+    cv_.notify_all();
   }
-  cv_.notify_one();
 }
 
-uint64_t Mover::Pass() {
-  uint64_t total = 0;
-  for (size_t t = 0; t + 1 < core_->num_tiers(); ++t) {
-    Tier& tier = core_->tier(t);
-    uint64_t need = std::max(EvictionPolicy::BytesToDemote(tier), core_->DevicePressure(static_cast<int>(t)));
-    while (need > 0) {
-      const uint64_t moved = core_->Demote(static_cast<int>(t), std::min(need, kPassChunkBytes));
+bool Mover::MakeRoom(int t, uint64_t bytes) {
+  Tier& tier = core_->tier(t);
+  if (tier.TryReserve(bytes)) return true;
+  if (bytes > tier.capacity_bytes() || static_cast<size_t>(t) + 1 >= bounds_.size()) return false;
+  if (scheduler_ == nullptr || !scheduler_->background()) {
+    // No background mover: demote on this thread what the reservation
+    // needs (at least one batch), and in the tiers below as they fill.
+    const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const uint64_t used = tier.used_bytes();
+      const uint64_t need = used + bytes > tier.capacity_bytes() ? used + bytes - tier.capacity_bytes() : 0;
+      const uint64_t moved = demoter_->Demote(t, policy_.SyncBytes(tier, core_->tier(t + 1), need), below);
+      core_->CountSyncDemotion();
+      if (tier.TryReserve(bytes)) return true;
       if (moved == 0) break;
-      total += moved;
-      // Keep going until the low watermark, not just below the high one
-      // (BytesToDemote made the first batch at least MinBatchBytes).
-      const uint64_t excess = tier.ExcessOverLow();
-      need = excess;
     }
+    return false;
   }
-  return total;
+  std::unique_lock<std::mutex> l(mu_);
+  Boundary& b = bounds_[t];
+  b.waiting_bytes += bytes;
+  b.stuck = false;
+  KickLocked(t);
+  bool ok = false;
+  for (;;) {
+    if (tier.TryReserve(bytes)) {
+      ok = true;
+      break;
+    }
+    if (stopping_ || (b.inflight_batches == 0 && b.stuck)) break;  // nothing can move
+    if (b.inflight_batches == 0) KickLocked(t);
+    // Every completion notifies; the timeout covers room freed elsewhere
+    // (an Erase, a Handle released).
+    cv_.wait_for(l, std::chrono::milliseconds(20));
+  }
+  b.waiting_bytes -= bytes;
+  return ok;
 }
 
-void Mover::Loop() {
-  std::unique_lock<std::mutex> l(mu_);
-  while (!stop_) {
-    cv_.wait_for(l, std::chrono::milliseconds(100), [this] { return stop_ || wake_; });
-    if (stop_) break;
-    wake_ = false;
-    const uint64_t started = ++passes_started_;
-    l.unlock();
-    const uint64_t moved = Pass();
-    l.lock();
-    if (moved == 0) {
-      last_idle_pass_ = started;
-      idle_cv_.notify_all();
-    } else {
-      wake_ = true;  // more may be waiting: run again at once
-    }
+bool Mover::ReserveForPromotion(int t, uint64_t bytes) {
+  if (core_->tier(t).TryReserve(bytes)) return true;
+  if (scheduler_ == nullptr) return MakeRoom(t, bytes);  // every demotion is a caller's here
+  RequestRoom(t, bytes);
+  return false;
+}
+
+void Mover::RequestRoom(int t, uint64_t bytes) {
+  if (scheduler_ == nullptr || static_cast<size_t>(t) + 1 >= bounds_.size()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  Boundary& b = bounds_[t];
+  b.requested_bytes = std::max(b.requested_bytes, bytes);
+  b.stuck = false;
+  KickLocked(t);
+}
+
+bool Mover::IdleLocked() {
+  for (const Boundary& b : bounds_) {
+    if (b.inflight_batches > 0) return false;
   }
-  last_idle_pass_ = ~0ull;
-  idle_cv_.notify_all();
+  return true;
 }
 
 void Mover::WaitIdle() {
-  std::unique_lock<std::mutex> l(mu_);
-  if (!thread_.joinable()) {
-    l.unlock();
-    while (Pass() > 0) {
+  std::vector<uint64_t> pressure(bounds_.size());
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->DevicePressure(static_cast<int>(t));
+  if (scheduler_ == nullptr) {
+    // Caller's thread: pass over the chain until a pass moves nothing.
+    const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };
+    for (;;) {
+      uint64_t total = 0;
+      for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+        const Tier& from = core_->tier(t);
+        BoundaryLoad load;
+        load.pressure_bytes = pressure[t];
+        pressure[t] = 0;
+        uint64_t need = policy_.Want(from, core_->tier(t + 1), load);
+        while (need > 0) {
+          const uint64_t moved = demoter_->Demote(static_cast<int>(t), std::min(need, policy_.BatchBytes(from, core_->tier(t + 1))), below);
+          if (moved == 0) break;
+          total += moved;
+          need = std::max(need > moved ? need - moved : 0, from.ExcessOverLow());
+        }
+      }
+      if (total == 0) return;
     }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+      bounds_[t].pressure_bytes = std::max(bounds_[t].pressure_bytes, pressure[t]);
+      bounds_[t].stuck = false;
+      KickLocked(static_cast<int>(t));
+    }
+  }
+  if (!scheduler_->background()) {
+    // Completions start the next batches on this thread too; a boundary
+    // whose batch moved nothing stops (stuck) until the next Wake.
+    scheduler_->RunPending();
     return;
   }
-  const uint64_t after = passes_started_;
-  wake_ = true;
-  cv_.notify_one();
-  idle_cv_.wait(l, [&] { return last_idle_pass_ > after; });
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return stopping_ || IdleLocked(); });
+}
+
+Mover::BoundaryState Mover::state(int t) {
+  std::lock_guard<std::mutex> l(mu_);
+  return bounds_[t];
 }
 
 }  // namespace spillway::internal

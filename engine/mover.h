@@ -1,12 +1,37 @@
-// Mover: the background thread that keeps tiers under their high watermark.
-// It asks the EvictionPolicy how much to move and calls EngineCore::Demote
-// (the mechanism) until each tier is at its low watermark.
+// Mover: keeps tiers under their high watermark by running demotion batches
+// (Demoter) in the background, several per boundary at once, so the tier
+// below always has the next batch queued while one commits. How much moves
+// and in what pieces is the DemotionPolicy's; which objects, the
+// EvictionPolicy's; the move itself, the Demoter's. Batches run on an
+// injected Scheduler, so a test can step them by hand.
+//
+// Pipelining: each boundary (tier t -> below) has up to MaxInflight batches
+// in flight. A batch's completion, on its own task, settles the counters,
+// wakes callers waiting for room and starts the next batch of its boundary
+// and of the boundary below (whose tier just received bytes). Boundaries
+// run independently, so gpu -> host overlaps host -> file.
+//
+// Backpressure: a caller that finds a tier full waits (WaitForRoom) only
+// until its own reservation fits, re-trying after every batch completion,
+// never for a whole pass. Without a background scheduler the caller demotes
+// what it needs on its own thread (counted as a sync demotion).
+//
+// Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
+
+#include "engine/demoter.h"
+#include "engine/demotion_policy.h"
+
+namespace spillway {
+class Scheduler;
+}
 
 namespace spillway::internal {
 
@@ -14,31 +39,78 @@ class EngineCore;
 
 class Mover {
  public:
-  explicit Mover(EngineCore* core);
-  ~Mover();  // stops and joins
+  // `scheduler` may be null (no background work: every demotion runs on a
+  // caller's thread). Not owned; must outlive the mover.
+  Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler);
+  ~Mover();  // Stop()
 
+  // Starts the periodic tick (every 100 ms: device headroom, tiers filled by
+  // promotions) when the scheduler runs in the background.
   void Start();
+  // Starts no new batch, stops the tick and waits for the batches in flight
+  // (a manual scheduler's queued batches are run here).
   void Stop();
-  // Asks for a pass soon (cheap; call after any Put that crossed a watermark).
+  // Starts batches wherever the policy wants some (cheap when none does).
   void Wake();
-  // Runs passes until one finds nothing to do (on the caller's thread when
-  // the background thread is off).
+
+  // Reserves `bytes` in tier t, making room if needed: true when reserved.
+  // Background: waits for the mover until the reservation fits, or gives up
+  // when the boundary cannot move anything (all pinned, nothing below has
+  // room). Otherwise demotes on the caller's thread. Never waits for a
+  // whole batch to be re-started: every completion re-tries the reservation.
+  bool MakeRoom(int t, uint64_t bytes);
+  // Reserves `bytes` in tier t for a promotion if it has room now. With a
+  // scheduler, never demotes: a full tier gets a RequestRoom and the read is
+  // served unpromoted. Without one (background_mover off) every demotion
+  // runs on a caller's thread, so this one does too (MakeRoom).
+  bool ReserveForPromotion(int t, uint64_t bytes);
+  // Asks for `bytes` of free room in tier t ahead of need (promotion,
+  // a boundary above that found t full) and returns at once.
+  void RequestRoom(int t, uint64_t bytes);
+
+  // WaitIdle contract: returns once no batch is queued or running and no
+  // tier is above its high watermark, or every boundary still above it has
+  // just completed a batch that moved nothing (its objects are pinned or
+  // the tiers below are full). Every move started before the call has
+  // committed or aborted when it returns. With a manual scheduler, the
+  // queued batches run on the caller's thread; with none, the caller runs
+  // the batches itself.
   void WaitIdle();
 
+  // For tests and stats: one boundary's state.
+  struct BoundaryState {
+    int inflight_batches = 0;
+    uint64_t inflight_bytes = 0;
+    uint64_t waiting_bytes = 0;
+    uint64_t requested_bytes = 0;
+    uint64_t batches_started = 0;
+    uint64_t batches_done = 0;
+    int max_inflight_seen = 0;
+    bool stuck = false;  // the last batch moved nothing; retried on Wake or the tick
+  };
+  BoundaryState state(int t);
+
  private:
-  void Loop();
-  // One pass over every tier; returns bytes moved.
-  uint64_t Pass();
+  struct Boundary : BoundaryState {
+    uint64_t pressure_bytes = 0;
+  };
+  // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
+  void KickLocked(int t);
+  void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);
+  bool IdleLocked();
+  void Tick();
 
   EngineCore* core_;
+  Demoter* demoter_;
+  Scheduler* scheduler_;
+  DemotionPolicy policy_;
   std::mutex mu_;  // guards the fields below
-  std::condition_variable cv_;
-  std::condition_variable idle_cv_;
-  bool stop_ = false;
-  bool wake_ = false;
-  uint64_t passes_started_ = 0;
-  uint64_t last_idle_pass_ = 0;  // number of the latest pass that found nothing to move
-  std::thread thread_;
+  std::condition_variable cv_;  // a batch finished (room, idleness) or stop
+  std::vector<Boundary> bounds_;
+  bool stopping_ = false;
+  bool tick_stop_ = false;
+  std::condition_variable tick_cv_;
+  std::thread tick_;
 };
 
 }  // namespace spillway::internal

@@ -361,7 +361,9 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   const uint64_t len = AlignUp(off, kIoAlign);
   std::memset(buf + off, 0, len - off);
 
-  const uint32_t stripe = next_stripe_.fetch_add(1, std::memory_order_relaxed) % stripes_.size();
+  auto picked = PickStripe(len);
+  if (!picked.ok()) return picked.status();
+  const uint32_t stripe = *picked;
   SegmentPtr seg;
   uint64_t base = 0;
   SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, static_cast<int64_t>(slab.count), &seg, &base));
@@ -424,7 +426,9 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   std::memset(head.get(), 0, kIoAlign);
   rec.Next(std::span<std::byte>(head.get(), std::min<uint64_t>(kIoAlign, rec.size())));
 
-  const uint32_t stripe = next_stripe_.fetch_add(1, std::memory_order_relaxed) % stripes_.size();
+  auto picked = PickStripe(len);
+  if (!picked.ok()) return picked.status();
+  const uint32_t stripe = *picked;
   SegmentPtr seg;
   uint64_t base = 0;
   SPILLWAY_RETURN_IF_ERROR(Reserve(stripe, len, 1, &seg, &base));
@@ -519,39 +523,6 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
     return first_error;
   }
   return locs;
-}
-
-StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
-  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
-  if (!seg) return Status::Corruption(Where(loc) + ": segment file is missing");
-  const uint64_t start = AlignDown(loc.offset, kIoAlign);
-  const uint64_t end = AlignUp(loc.offset + loc.length, kIoAlign);
-  AlignedBuffer buf(AllocAligned(end - start));
-  if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
-  std::vector<IoRequest> reqs;
-  BuildRequests(&seg->file, IoRequest::Op::kRead, buf.get(), start, end - start,
-                config().io.block_bytes, &reqs);
-  Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
-  if (!st.ok()) return st.WithContext(Where(loc));
-  // Only the record's own bytes must be there: the file may end inside the
-  // last aligned block (a truncated segment), after the record.
-  const uint64_t need = loc.offset + loc.length;
-  for (const IoRequest& r : reqs) {
-    const uint64_t want = std::min<uint64_t>(r.len, need > r.offset ? need - r.offset : 0);
-    if (r.result < 0 || static_cast<uint64_t>(r.result) < want) {
-      return Status::Corruption(Where(loc) + ": record extends past the end of the file");
-    }
-  }
-  std::span<const std::byte> rec(buf.get() + (loc.offset - start), loc.length);
-  auto info = ParseRecord(rec, RecordSeed(loc.segment, loc.offset));
-  if (!info.ok()) return Status::Corruption(Where(loc) + ": " + info.status().message());
-  if (info->key != key) return Status::Corruption(Where(loc) + ": record holds a different key");
-  const uint64_t raw = info->header.raw_size;
-  BlobPtr blob = NewHostBlob(host_alloc_, raw, info->buffer_sizes);
-  if (!blob) return Status::NoSpace(Where(loc) + ": out of memory for " + std::to_string(raw) + " bytes");
-  st = DecodeRecordPayload(*info, rec, std::span<std::byte>(blob->data(), raw));
-  if (!st.ok()) return Status::Corruption(Where(loc) + ": " + st.message());
-  return blob;
 }
 
 Status FileTier::MarkErased(Segment& seg, const PendingFree& p) {

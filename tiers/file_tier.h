@@ -74,6 +74,8 @@ class FileTier : public Tier {
 
   bool Accepts(MemoryKind kind) const override { return kind != MemoryKind::kDevice; }
   uint64_t ReserveEstimate(const ObjectView& object) const override;
+  // min_free: some path keeps its reserved free space after `bytes` more.
+  bool HasDeviceRoom(uint64_t bytes) const override;
   bool direct_io() const { return direct_io_; }
   // Number of segment files across all stripes.
   size_t segment_count() const;
@@ -109,6 +111,8 @@ class FileTier : public Tier {
  protected:
   StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;
   StatusOr<BlobPtr> LoadImpl(const Location& loc, std::string_view key) override;
+  std::vector<StatusOr<BlobPtr>> LoadBatchImpl(std::span<const Location> locs,
+                                               std::span<const std::string_view> keys) override;
   void FreeImpl(Location& loc) override;
   void RetireImpl(const Location& loc) override;
   Status SyncImpl() override;
@@ -123,7 +127,13 @@ class FileTier : public Tier {
     FileHandle lock;  // kLockName, held while the tier is open
     // A record was published or a segment deleted since the last manifest.
     std::atomic<bool> manifest_dirty{false};
+    // min_free (file_tier_space.cc): free space as last measured less the
+    // bytes reserved since, the reserve, and when it was measured.
+    std::atomic<int64_t> free_bytes{INT64_MAX};
+    std::atomic<uint64_t> reserve_bytes{0};
+    std::atomic<int64_t> checked_ns{0};
   };
+  struct ReadWindow;
   struct Slab;
   class PieceBuffers;
 
@@ -146,6 +156,18 @@ class FileTier : public Tier {
                       const Status& st);
   // A record at `offset` is on disk: fills its location, counts it live.
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
+  // file_tier_read.cc: a record's aligned read window and its requests
+  // (`thread_buffer`: into this thread's reused buffer, for a read decoded
+  // before the thread reads again); verifying and decoding it once read.
+  Status PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
+  StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
+                               std::span<const IoRequest> reqs);
+  // file_tier_space.cc: the stripe a write of `len` bytes goes to (round
+  // robin, skipping paths at their reserved free space).
+  StatusOr<uint32_t> PickStripe(uint64_t len);
+  bool HasMinFree() const;
+  void RefreshSpace(Stripe& s) const;
+  bool StripeHasRoom(Stripe& s, uint64_t bytes) const;
   std::string Where(const Location& loc) const;
   Status CheckDirectory(const std::string& dir) const;
   Status LockDirectory(Stripe& s);

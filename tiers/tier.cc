@@ -32,6 +32,12 @@ bool Tier::TryReserve(uint64_t bytes, bool ignore_full_mark) {
 }
 
 StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects) {
+  std::vector<uint64_t> reserved(objects.size());
+  for (size_t i = 0; i < objects.size(); ++i) reserved[i] = ReserveEstimate(objects[i]);
+  return Store(objects, reserved);
+}
+
+StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects, std::span<const uint64_t> reserved) {
   auto locs = StoreImpl(objects);
   if (!locs.ok()) {
     if (locs.status().IsIOError()) counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
@@ -39,7 +45,7 @@ StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects)
     return locs;
   }
   for (size_t i = 0; i < objects.size(); ++i) {
-    const uint64_t estimate = ReserveEstimate(objects[i]);
+    const uint64_t estimate = reserved[i];
     const uint64_t stored = (*locs)[i].stored_bytes;
     if (stored < estimate) {
       Unreserve(estimate - stored);
@@ -68,6 +74,30 @@ StatusOr<BlobPtr> Tier::Load(const Location& loc, std::string_view key) {
     counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
   }
   return blob;
+}
+
+std::vector<StatusOr<BlobPtr>> Tier::LoadBatch(std::span<const Location> locs,
+                                               std::span<const std::string_view> keys) {
+  std::vector<StatusOr<BlobPtr>> out = LoadBatchImpl(locs, keys);
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].ok()) {
+      counters_.reads.fetch_add(1, std::memory_order_relaxed);
+      counters_.bytes_read.fetch_add(locs[i].stored_bytes, std::memory_order_relaxed);
+    } else if (out[i].status().IsCorruption()) {
+      counters_.checksum_failures.fetch_add(1, std::memory_order_relaxed);
+    } else if (out[i].status().IsIOError()) {
+      counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return out;
+}
+
+std::vector<StatusOr<BlobPtr>> Tier::LoadBatchImpl(std::span<const Location> locs,
+                                                   std::span<const std::string_view> keys) {
+  std::vector<StatusOr<BlobPtr>> out;
+  out.reserve(locs.size());
+  for (size_t i = 0; i < locs.size(); ++i) out.push_back(LoadImpl(locs[i], keys[i]));
+  return out;
 }
 
 StatusOr<Location> Tier::Adopt(BlobPtr blob, uint64_t reserved) {

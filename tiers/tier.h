@@ -85,16 +85,28 @@ class Tier : public BlobAccount {
   }
   // Bytes a Store of `object` reserves before it is encoded (an upper bound).
   virtual uint64_t ReserveEstimate(const ObjectView& object) const = 0;
+  // Whether `bytes` more can be written without eating into the device's
+  // reserved free space (a file tier's min_free); memory tiers: always.
+  virtual bool HasDeviceRoom(uint64_t bytes) const {
+    (void)bytes;
+    return true;
+  }
 
   // ---- data --------------------------------------------------------------
   // Stores every object (space already reserved with ReserveEstimate each) and
   // returns their locations; on failure nothing is stored. Adjusts the
   // reservation to the bytes actually stored.
   StatusOr<std::vector<Location>> Store(std::span<const ObjectView> objects);
+  // The same with each object's reservation as the caller computed it
+  // (Placement): the estimate is computed once and carried, not recomputed.
+  StatusOr<std::vector<Location>> Store(std::span<const ObjectView> objects, std::span<const uint64_t> reserved);
   // Reads an object back as host memory, checksum verified and decoded.
   // The host tier returns its own Blob (no copy); a gpu tier returns a host
   // copy (batched loads: GpuTier::LoadToHost).
   StatusOr<BlobPtr> Load(const Location& loc, std::string_view key);
+  // Reads several objects; one result per location. A file tier issues all
+  // their reads as one batch at its queue depth.
+  std::vector<StatusOr<BlobPtr>> LoadBatch(std::span<const Location> locs, std::span<const std::string_view> keys);
   // Takes ownership of a host blob read from a lower tier (promotion) without
   // copying; `reserved` bytes were reserved by the caller.
   StatusOr<Location> Adopt(BlobPtr blob, uint64_t reserved);
@@ -117,6 +129,9 @@ class Tier : public BlobAccount {
  protected:
   virtual StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) = 0;
   virtual StatusOr<BlobPtr> LoadImpl(const Location& loc, std::string_view key) = 0;
+  // Default: LoadImpl one location after another.
+  virtual std::vector<StatusOr<BlobPtr>> LoadBatchImpl(std::span<const Location> locs,
+                                                       std::span<const std::string_view> keys);
   virtual StatusOr<Location> AdoptImpl(BlobPtr blob, uint64_t reserved);
   virtual void FreeImpl(Location& loc) = 0;
   virtual void RetireImpl(const Location&) {}

@@ -61,6 +61,7 @@ struct Row {
   std::string target_text;  // ">= 0.90x fio io_uring"
   std::string note;
   std::vector<double> samples;  // per repetition (value)
+  std::string reference_command = std::string();  // the exact command that measured the reference (fio ...)
   bool skipped = false;         // not run on this machine (note says why)
 
   // "MET", "MISSED" or "" (no target); "NOT MEASURED" when the figure is NaN;
@@ -180,6 +181,9 @@ struct SpillRun {
   uint64_t demoted_bytes = 0, demoted_objects = 0;    // the host -> file boundary's counters
   uint64_t sync_demotions = 0;
   uint64_t read_objects = 0, file_hits = 0, bad = 0;
+  // The same read-back by one thread, over other spilled objects.
+  double single_read_bps = kNaN, single_read_s = 0;
+  uint64_t single_read_objects = 0;
   // Where the time went, from a timing FileIo wrapper.
   std::string io_engine;
   double io_write_s = 0, io_read_s = 0, io_allocate_s = 0, io_sync_s = 0;  // summed over threads
@@ -188,8 +192,11 @@ struct SpillRun {
   uint64_t erase_punches = 0;
   std::string error;  // empty when every step worked and every byte matched
 };
+// Spills `count` objects of `size`, then `readers` threads read back up to
+// `read_bytes` of the oldest objects and one thread up to `single_read_bytes`
+// of the next ones (0: skip).
 SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t size, uint64_t count,
-                      uint64_t host_bytes, uint64_t read_bytes);
+                      uint64_t host_bytes, uint64_t read_bytes, uint64_t single_read_bytes = 0);
 
 // Sections. Each appends rows, series and notes to `report`.
 struct Context {

@@ -98,6 +98,7 @@ std::string FormatTable(const Report& rep) {
     os << "  " << Pad(r.figure, 92) << Pad(FormatValue(r.value, r.unit), 20) << Pad(FormatReference(r), 38)
        << Pad(FormatRatio(r.ratio), 8) << Pad(r.target_text, 32) << Verdict(r) << "\n";
     if (!r.note.empty() && (std::isnan(r.value) || r.skipped)) os << "      (" << r.note << ")\n";
+    if (!r.reference_command.empty()) os << "      reference: " << r.reference_command << "\n";
     const std::string v = r.Verdict();
     met += v == "MET";
     missed += v == "MISSED";
@@ -159,6 +160,13 @@ std::string FormatMarkdown(const Report& rep) {
          << rep.details.value("gpu_targets_markdown", std::string()) << "\n";
     }
   }
+  bool commands = false;
+  for (const Row& r : rep.rows) {
+    if (r.reference_command.empty()) continue;
+    if (!commands) os << "\n## Reference commands\n\n";
+    commands = true;
+    os << "- " << Escape(r.figure) << ": `" << r.reference_command << "`\n";
+  }
   os << "\n## How each figure is measured\n\n";
   for (const std::string& n : rep.notes) os << "- " << n << "\n";
   os << "\n## Reproduce\n\n```\n" << rep.command << "\n```\n";
@@ -181,7 +189,8 @@ nlohmann::json ToJson(const Report& rep) {
                     {"unit", r.unit}, {"reference", r.reference}, {"reference_value", num(r.ref_value)},
                     {"ratio", num(r.ratio)}, {"target", num(r.target)},
                     {"better", r.better == Better::kHigher ? "higher" : "lower"}, {"target_text", r.target_text},
-                    {"verdict", r.Verdict()}, {"note", r.note}, {"samples", samples}, {"skipped", r.skipped}});
+                    {"verdict", r.Verdict()}, {"note", r.note}, {"samples", samples}, {"skipped", r.skipped},
+                    {"reference_command", r.reference_command}});
   }
   j["rows"] = rows;
   nlohmann::json series = nlohmann::json::array();

@@ -70,6 +70,9 @@ struct TierConfig {
   std::string capacity_text;
   Watermarks watermarks;
   CodecConfig codec;
+  // Objects larger than this skip the tier (Put, demotion and promotion
+  // alike place them further down); 0: no limit.
+  uint64_t max_object_bytes = 0;
   // file tiers
   Medium medium = Medium::kUnspecified;
   std::vector<std::string> paths;  // striped; ${VAR} already expanded
@@ -79,6 +82,11 @@ struct TierConfig {
   // A scratch tier may delete the segments of a directory that a persistent
   // tier wrote (it has a MANIFEST); without it, Open refuses such a directory.
   bool wipe_persistent = false;
+  // Free space each path's filesystem keeps: writes that would leave less
+  // go to another path or tier. Bytes, or a fraction of the filesystem's size
+  // (min_free_fraction, from a percentage); the larger applies. 0: none.
+  uint64_t min_free_bytes = 0;
+  double min_free_fraction = 0;
   // gpu tiers
   int device = 0;
   GpuMemory memory = GpuMemory::kDevice;

@@ -28,6 +28,7 @@
 namespace spillway {
 
 class FileIo;
+class Scheduler;
 
 struct EngineOptions {
   // File I/O used by file tiers; null picks io_uring or POSIX per tier config.
@@ -36,6 +37,10 @@ struct EngineOptions {
   // Run the background mover. Off makes demotion happen only on the caller's
   // thread (deterministic tests).
   bool background_mover = true;
+  // Where background demotion batches run (base/scheduler.h). Not owned;
+  // must outlive the engine. Null: a thread pool owned by the engine when
+  // background_mover, else none. Tests pass a ManualScheduler and step it.
+  Scheduler* scheduler = nullptr;
   // Profile to select when opening from a file (empty: SPILLWAY_PROFILE or hostname rules).
   std::string profile;
 };
@@ -104,12 +109,18 @@ class Engine {
   // (engine/engine_adopt.cc)
   virtual Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
                                    std::function<void(const std::byte*)> release) = 0;
-  // Brings every key to `where` concurrently and pins each until the
-  // returned handles are released: call it before launching a kernel on
-  // those inputs. On any failure nothing stays pinned and the error names the key.
+  // Brings every key to `where` and pins each until the returned handles
+  // are released: call it before launching a kernel on those inputs. Keys in
+  // a file tier are read as one batch of requests (the tier's queue depth in
+  // flight). On any failure nothing stays pinned and the error names the key.
   virtual StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) = 0;
-  // Like Acquire, but returns at once and releases each pin when it is done,
-  // leaving the objects resident (they may still be demoted later).
+  // The read-ahead hint (the Dask store calls it for a task's inputs): like
+  // Acquire, but returns at once; in the background the keys in file tiers
+  // are read as one batch of requests and promoted where the memory tier has
+  // room, then unpinned, so a later Get is a memory hit. Best effort: keys
+  // that are missing or erased meanwhile are skipped, errors are dropped, a
+  // promotion that finds no room is left out (the mover is asked for room),
+  // and nothing is demoted or written on the caller's behalf.
   virtual void Prefetch(std::span<const std::string> keys, Where where) = 0;
   // Device memory of `bytes` for the caller, from the engine's pool on the
   // first gpu tier. On allocation failure it demotes enough objects to fit
@@ -121,8 +132,13 @@ class Engine {
   // absent: a snapshot, a move may follow at once. For callers that report
   // where their objects are (the Dask store's fast/slow). (engine/engine_locate.cc)
   virtual int TierOf(std::string_view key) = 0;
-  // Waits until background moves are done and no tier is above its high
-  // watermark, then makes persistent tiers durable (data synced).
+  // Waits until the mover is idle, then makes persistent tiers durable
+  // (docs/reliability.md states what a returned Flush guarantees on disk). The mover's WaitIdle contract: it returns once no
+  // demotion batch is queued or running and no tier is above its high
+  // watermark, or every boundary still above it has just run a batch that
+  // moved nothing (its objects pinned, or no room in the tiers below). Every
+  // move started before the call has committed or aborted by then. With an
+  // injected manual scheduler the queued batches run on the caller's thread.
   virtual Status Flush() = 0;
   virtual EngineStats Stats() = 0;
   // The resolved configuration the engine runs with.

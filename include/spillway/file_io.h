@@ -67,6 +67,12 @@ struct FileInfo {
   bool owned = false;      // owned by this process's effective user
 };
 
+// A filesystem's size and the space this process may still write (statvfs).
+struct FsSpace {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+
 struct OpenOptions {
   bool create = false;     // O_CREAT (with O_EXCL when exclusive)
   bool exclusive = false;
@@ -135,6 +141,12 @@ class FileIo {
     (void)path;
     return Status::NotSupported("LockFile not implemented by this FileIo");
   }
+  // Size and free space of the filesystem holding `path` (a file tier's
+  // min_free). NotSupported where the FileIo cannot tell.
+  virtual StatusOr<FsSpace> SpaceOf(const std::string& path) {
+    (void)path;
+    return Status::NotSupported("SpaceOf not implemented by this FileIo");
+  }
 
   // Convenience over SubmitAndWait for one request; fails on a short transfer.
   Status Read(const FileHandle& f, uint64_t offset, void* buf, size_t len);
@@ -172,6 +184,7 @@ class FileIoWrapper : public FileIo {
   Status SyncDir(const std::string& p) override { return target_->SyncDir(p); }
   Status Rename(const std::string& f, const std::string& t) override { return target_->Rename(f, t); }
   StatusOr<FileHandle> LockFile(const std::string& p) override { return target_->LockFile(p); }
+  StatusOr<FsSpace> SpaceOf(const std::string& p) override { return target_->SpaceOf(p); }
 
  protected:
   FileIo* target() const { return target_; }

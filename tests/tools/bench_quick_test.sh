@@ -64,6 +64,9 @@ rows = {r["id"]: r for r in doc.get("rows", [])}
 sizes = ["4KiB", "64KiB", "1MiB", "64MiB"]
 expected = ["spill.fio.uring_write", "spill.fio.psync_write", "spill.fio.uring_read"]
 expected += ["spill.write." + s for s in sizes] + ["spill.read." + s for s in sizes]
+expected += ["spill.read1." + s for s in sizes]
+expected += ["spill.fio.randread.4KiB", "spill.fio.randread.64KiB"]
+expected += ["spill.fio.psync_read." + s for s in ("4KiB", "64KiB", "1MiB")]
 expected += ["peer.write." + s for s in sizes]
 for d in ["float32", "int64", "text"]:
     for c in ["zstd1", "zstd3", "lz4"]:

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -234,6 +235,15 @@ StatusOr<FileInfo> PosixFileIo::Stat(const std::string& path) {
   info.uid = st.st_uid;
   info.owned = st.st_uid == ::geteuid();
   return info;
+}
+
+StatusOr<FsSpace> PosixFileIo::SpaceOf(const std::string& path) {
+  struct statvfs vfs;
+  if (::statvfs(path.c_str(), &vfs) != 0) return Status::FromErrno(errno, Quoted("statvfs", path));
+  FsSpace s;
+  s.total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  s.free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  return s;
 }
 
 Status PosixFileIo::Remove(const std::string& path) {

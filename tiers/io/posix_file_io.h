@@ -51,6 +51,7 @@ class PosixFileIo : public FileIo {
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   StatusOr<FileHandle> LockFile(const std::string& path) override;
+  StatusOr<FsSpace> SpaceOf(const std::string& path) override;
 };
 
 }  // namespace spillway::io_internal

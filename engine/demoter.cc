@@ -1,0 +1,271 @@
+// Demoter: pick, place, read, store, commit (see demoter.h).
+#include "engine/demoter.h"
+
+#include <chrono>
+
+#include "engine/engine_core.h"
+#include "engine/mover.h"
+
+namespace spillway::internal {
+namespace {
+constexpr size_t kMaxBatchObjects = 16384;
+}  // namespace
+
+struct DemotionBatch {
+  struct Move {
+    Entry* e;
+    uint32_t version;
+    Location src;
+    BlobPtr blob;  // source bytes as host memory
+    std::vector<std::span<const std::byte>> spans;
+    uint64_t estimate = 0;  // bytes reserved in `dest`, computed once
+    int dest = -1;
+    Location dst;
+    bool ok = false;
+  };
+  EngineCore* core = nullptr;
+  std::vector<Entry*> victims;  // picked (a reference each), moving or not
+  std::vector<Move> moves;      // the victims marked moving
+  uint64_t picked_bytes = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
+void DemotionBatchDeleter::operator()(DemotionBatch* batch) const {
+  if (batch == nullptr) return;
+  for (DemotionBatch::Move& m : batch->moves) {
+    if (batch->victims.empty()) break;  // ran: committed or aborted already
+    auto& shard = batch->core->index_.ShardFor(m.e->key());
+    std::lock_guard<std::mutex> l(shard.mu);
+    m.e->moving = false;
+  }
+  batch->moves.clear();  // source blobs go before the entries' references
+  for (Entry* e : batch->victims) {
+    EvictionPolicy::Unpick(e);
+    batch->core->Unref(e);
+  }
+  delete batch;
+}
+
+Demoter::Demoter(EngineCore* core, const Placement* placement) : core_(core), placement_(placement) {}
+
+void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
+                         uint64_t micros, bool ok) {
+  if (!event_log_) return;
+  event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
+                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok});
+}
+
+uint64_t EngineCore::Demote(int t, uint64_t bytes) {
+  return demoter_->Demote(t, bytes, [this](int d, uint64_t n) { return mover_->MakeRoom(d, n); });
+}
+
+Demoter::~Demoter() = default;
+
+uint64_t Demoter::PickedBytes(const DemotionBatch& batch) { return batch.picked_bytes; }
+
+DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
+  if (static_cast<size_t>(t) + 1 >= core_->tiers_.size() || bytes == 0) return nullptr;
+  DemotionBatchPtr batch(new DemotionBatch);
+  batch->core = core_;
+  batch->start = std::chrono::steady_clock::now();
+  core_->policy_->PickVictims(t, bytes, kMaxBatchObjects, &batch->victims);
+  for (Entry* e : batch->victims) {
+    auto& shard = core_->index_.ShardFor(e->key());
+    std::lock_guard<std::mutex> l(shard.mu);
+    if (e->erased || e->moving || e->tier != t || e->pins() != 0) continue;
+    e->moving = true;
+    batch->moves.push_back(DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false});
+    batch->picked_bytes += e->raw_size;
+  }
+  if (batch->moves.empty()) return nullptr;  // the deleter drops the picks
+  return batch;
+}
+
+uint64_t Demoter::Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room) {
+  auto batch = Pick(t, bytes);
+  if (!batch) return 0;
+  return Run(t, *batch, make_room).moved;
+}
+
+Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeRoomFn& make_room) {
+  using Move = DemotionBatch::Move;
+  const EngineCore::DemoteScope in_flight(*core_);  // Flush waits for it (durability, engine_core.h)
+  auto& tiers = core_->tiers_;
+  Tier& source = *tiers[t];
+  Result result;
+  std::vector<Move>& moves = batch.moves;
+
+  // A file source is read first: its buffer sizes, which the estimate
+  // below needs, are in the record.
+  if (!source.is_memory()) {
+    for (Move& m : moves) {
+      auto blob = source.Load(m.src, m.e->key());
+      if (!blob.ok()) {
+        core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+        core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false);
+        continue;
+      }
+      m.blob = std::move(*blob);
+      m.blob->Spans(&m.spans);
+    }
+  }
+
+  // Place every object before any copy: one without room stays put at no
+  // cost. Memory sources: the sizes come from the blob (device pointers are
+  // not dereferenced).
+  for (Move& m : moves) {
+    std::vector<std::span<const std::byte>> sizes;
+    if (source.is_memory()) {
+      m.src.blob->Spans(&sizes);
+    } else if (!m.blob) {
+      continue;
+    }
+    ObjectView v{m.e->key(), source.is_memory() ? std::span<const std::span<const std::byte>>(sizes)
+                                                : std::span<const std::span<const std::byte>>(m.spans)};
+    Placement::Choice c = placement_->ReserveBelow(t, v, make_room);
+    if (c.tier >= 0) {
+      m.dest = c.tier;
+      m.estimate = c.estimate;
+    } else if (c.blocked >= 0) {
+      if (result.blocked < 0 || result.blocked == c.blocked) {
+        result.blocked = c.blocked;
+        result.blocked_bytes += c.blocked_bytes;
+      }
+    }
+  }
+
+  // Read the placed sources: a gpu tier gathers them and copies them to
+  // pinned host memory in one batch; a host tier hands out its own blob.
+  if (source.is_memory()) {
+    std::vector<Move*> placed;
+    for (Move& m : moves) {
+      if (m.dest >= 0) placed.push_back(&m);
+    }
+    if (source.kind() == TierKind::kGpu && !placed.empty()) {
+      std::vector<Location> srcs;
+      for (Move* m : placed) srcs.push_back(m->src);
+      auto blobs = core_->LoadBatchToHost(t, srcs);
+      if (blobs.ok()) {
+        for (size_t i = 0; i < placed.size(); ++i) {
+          placed[i]->blob = std::move((*blobs)[i]);
+          placed[i]->blob->Spans(&placed[i]->spans);
+        }
+      } else {
+        core_->boundary(t, t + 1).failures.fetch_add(placed.size(), std::memory_order_relaxed);
+      }
+    } else {
+      for (Move* m : placed) {
+        auto blob = source.Load(m->src, m->e->key());
+        if (!blob.ok()) {
+          core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        m->blob = std::move(*blob);
+        m->blob->Spans(&m->spans);
+      }
+    }
+    for (Move* m : placed) {
+      if (!m->blob) {  // unreadable: give the reservation back
+        tiers[m->dest]->Unreserve(m->estimate);
+        m->dest = -1;
+      }
+    }
+  }
+
+  // Store each destination's objects as one batch. A destination that runs
+  // out of space (ENOSPC) passes its batch on to the tiers below it.
+  for (size_t d = t + 1; d < tiers.size(); ++d) {
+    std::vector<ObjectView> views;
+    std::vector<uint64_t> estimates;
+    std::vector<Move*> group;
+    for (Move& m : moves) {
+      if (m.dest != static_cast<int>(d)) continue;
+      views.push_back(ObjectView{m.e->key(), m.spans, m.e->sequence});  // a copy keeps the version's number
+      estimates.push_back(m.estimate);
+      group.push_back(&m);
+    }
+    if (group.empty()) continue;
+    if (source.kind() == TierKind::kGpu && core_->CanAdoptHost(static_cast<int>(d))) {
+      // The batch already sits in fresh host memory: the host tier adopts it.
+      for (Move* m : group) {
+        auto loc = tiers[d]->Adopt(m->blob, m->estimate);
+        if (loc.ok()) {
+          m->dst = std::move(*loc);
+          m->ok = true;
+        } else {
+          tiers[d]->Unreserve(m->estimate);
+          core_->boundary(t, static_cast<int>(d)).failures.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      continue;
+    }
+    auto locs = tiers[d]->Store(views, estimates);
+    if (!locs.ok()) {
+      for (Move* m : group) tiers[d]->Unreserve(m->estimate);
+      core_->boundary(t, static_cast<int>(d)).failures.fetch_add(group.size(), std::memory_order_relaxed);
+      for (Move* m : group) core_->LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false);
+      for (Move* m : group) {
+        m->dest = -1;
+        if (!locs.status().IsNoSpace()) continue;  // stays where it is; the mover retries later
+        Placement::Choice c = placement_->ReserveBelow(static_cast<int>(d), ObjectView{m->e->key(), m->spans, m->e->sequence}, make_room);
+        if (c.tier < 0) continue;
+        m->dest = c.tier;
+        m->estimate = c.estimate;
+        core_->boundary(t, c.tier).retries.fetch_add(1, std::memory_order_relaxed);
+      }
+      continue;
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i]->dst = std::move((*locs)[i]);
+      group[i]->ok = true;
+    }
+  }
+
+  // Commit or abort each move.
+  const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - batch.start).count();
+  std::vector<uint64_t> objs(tiers.size()), raw(tiers.size()), stored(tiers.size());
+  for (Move& m : moves) {
+    Entry* e = m.e;
+    Location old;
+    bool committed = false;
+    const uint64_t st = m.dst.stored_bytes;
+    {
+      auto& shard = core_->index_.ShardFor(e->key());
+      std::lock_guard<std::mutex> l(shard.mu);
+      e->moving = false;
+      if (m.ok && !e->erased && e->version == m.version && e->pins() == 0) {
+        old = e->loc.Take(e->raw_size);
+        e->loc.Set(std::move(m.dst));
+        core_->SetTierLocked(e, t, m.dest);
+        committed = true;
+      }
+    }
+    if (committed) {
+      source.Free(old);
+      result.moved += e->raw_size;
+      objs[m.dest]++;
+      raw[m.dest] += e->raw_size;
+      stored[m.dest] += st;
+      core_->LogMove(e->key(), e->raw_size, st, t, m.dest, ns / 1000, true);
+    } else if (m.ok) {
+      tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
+    }
+    // The source bytes go now, not when the batch is destroyed: a memory
+    // tier's room returns with its blob's last reference.
+    m.blob.reset();
+    m.spans.clear();
+    m.src = Location();
+  }
+  for (size_t d = t + 1; d < tiers.size(); ++d) {
+    if (objs[d]) core_->boundary(t, static_cast<int>(d)).Record(objs[d], raw[d], stored[d], ns);
+  }
+  for (Entry* e : batch.victims) {
+    EvictionPolicy::Unpick(e);
+    core_->Unref(e);
+  }
+  batch.victims.clear();
+  return result;
+}
+
+}  // namespace spillway::internal

@@ -1,0 +1,66 @@
+// Demoter: the move protocol that takes objects one tier down. The Mover
+// decides when and runs it in batches; a caller without a background mover
+// runs it on its own thread.
+//
+// Protocol (no lock is held during I/O):
+//  1. Pick: the eviction policy picks LRU victims (marked picked, so
+//     concurrent batches of one tier take disjoint victims); under each
+//     entry's shard lock the entry is marked `moving` if it is unpinned and
+//     still in this tier.
+//  2. Place: Placement reserves room below for each object (its estimate
+//     computed once, carried to Store). An object with no room anywhere
+//     below stays where it is; the batch reports the tier that needs room.
+//  3. Read the sources (memory tiers: no copy; a gpu tier copies the batch
+//     to pinned host memory at once) and Store each destination's objects as
+//     one batch, so small objects share large writes. A destination that
+//     runs out of space (ENOSPC) passes its objects on to the tier below.
+//  4. Commit under the shard lock only if the entry was not pinned, erased
+//     or replaced meanwhile; otherwise the new copy is dropped. The object
+//     always has a readable copy, and a failed move leaves it where it was.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/placement.h"
+
+namespace spillway::internal {
+
+class EngineCore;
+struct Entry;
+struct DemotionBatch;
+// Destroying a batch that never ran aborts it: its entries stay where they
+// are, unmarked (a scheduler dropped at shutdown, a test that did not step).
+struct DemotionBatchDeleter {
+  void operator()(DemotionBatch* batch) const;
+};
+using DemotionBatchPtr = std::unique_ptr<DemotionBatch, DemotionBatchDeleter>;
+
+class Demoter {
+ public:
+  Demoter(EngineCore* core, const Placement* placement);
+  ~Demoter();
+
+  // Step 1: picks up to `bytes` (raw) of victims of tier t. Null when
+  // nothing in the tier can move now.
+  DemotionBatchPtr Pick(int t, uint64_t bytes);
+  static uint64_t PickedBytes(const DemotionBatch& batch);
+
+  struct Result {
+    uint64_t moved = 0;       // raw bytes committed below
+    int blocked = -1;         // a tier below that must make room first
+    uint64_t blocked_bytes = 0;
+  };
+  // Steps 2-4. `make_room` (may be null) reserves in a full tier below by
+  // demoting out of it on this thread (engines without a background mover).
+  Result Run(int t, DemotionBatch& batch, const Placement::MakeRoomFn& make_room);
+  // Pick and Run on the caller's thread. Returns the raw bytes moved.
+  uint64_t Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room);
+
+ private:
+  EngineCore* core_;
+  const Placement* placement_;
+};
+
+}  // namespace spillway::internal

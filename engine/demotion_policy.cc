@@ -1,0 +1,41 @@
+// DemotionPolicy: watermark arithmetic and batch sizes.
+#include "engine/demotion_policy.h"
+
+#include <algorithm>
+
+namespace spillway::internal {
+namespace {
+constexpr uint64_t kFileBatchBytes = 8ull << 20;
+constexpr uint64_t kMemoryBatchBytes = 32ull << 20;
+}  // namespace
+
+uint64_t DemotionPolicy::Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const {
+  const uint64_t projected = from.used_bytes() + load.waiting_bytes;
+  const uint64_t low = from.LowBytes();
+  uint64_t target = 0;
+  if (projected > from.HighBytes()) {
+    target = std::max(projected - low, std::min(MinBatchBytes(from), from.used_bytes()));
+  }
+  if (load.waiting_bytes > 0) {
+    target = std::max(target, static_cast<uint64_t>(MaxInflight(to)) * BatchBytes(from, to));
+  }
+  target = std::max({target, load.requested_bytes, load.pressure_bytes});
+  return target > load.inflight_bytes ? target - load.inflight_bytes : 0;
+}
+
+uint64_t DemotionPolicy::BatchBytes(const Tier& from, const Tier& to) const {
+  const uint64_t batch = to.is_memory() ? kMemoryBatchBytes : kFileBatchBytes;
+  return std::max<uint64_t>(1, std::min(batch, from.capacity_bytes() / 8));
+}
+
+uint64_t DemotionPolicy::MinBatchBytes(const Tier& tier) {
+  return std::min<uint64_t>(64ull << 20, tier.capacity_bytes() / 4);
+}
+
+int DemotionPolicy::MaxInflight(const Tier& to) const { return to.is_memory() ? 2 : kMaxInflightPerBoundary; }
+
+uint64_t DemotionPolicy::SyncBytes(const Tier& from, const Tier& to, uint64_t need) const {
+  return std::max(need, BatchBytes(from, to));
+}
+
+}  // namespace spillway::internal

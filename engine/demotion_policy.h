@@ -1,0 +1,57 @@
+// DemotionPolicy: decides how many bytes leave a tier and when, and in what
+// pieces (CacheLib's FreeThresholdStrategy). Pure decisions over a tier's
+// state: it moves nothing (the Mover and Demoter act) and picks no victims
+// (EvictionPolicy does: which objects, least recently used first).
+#pragma once
+
+#include <cstdint>
+
+#include "tiers/tier.h"
+
+namespace spillway::internal {
+
+// What is already under way at one boundary (tier t -> the tiers below).
+struct BoundaryLoad {
+  uint64_t inflight_bytes = 0;  // raw bytes of batches started and not yet finished
+  uint64_t waiting_bytes = 0;   // bytes callers wait to reserve in the tier (backpressure)
+  uint64_t requested_bytes = 0; // room asked for ahead of need (promotions, a boundary above)
+  uint64_t pressure_bytes = 0;  // device memory taken outside the engine (gpu headroom)
+};
+
+class DemotionPolicy {
+ public:
+  // Raw bytes to start moving out of `from` (into `to` first) now: nothing until the tier is
+  // above its high watermark (or someone waits or asks for room); then down
+  // to the low watermark and at least MinBatchBytes where the tier holds
+  // that much (so the tier below receives large writes, not one small batch
+  // per watermark crossing), plus what waiters need beyond the free space,
+  // less what batches in flight will free anyway.
+  // The fill it judges is the projected one, used plus what waiters are
+  // about to reserve, so the next batch starts while a caller copies its
+  // object in, not after. While callers wait (the tier below is the
+  // bottleneck), at least MaxInflight batches are wanted: the disk queue
+  // stays full until nobody waits.
+  uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
+  // Raw bytes per batch from `from` to `to` (the first tier below): one
+  // batch into a file tier fills one write slab (8 MiB: io.block_bytes
+  // requests at the tier's queue depth); memory destinations take larger
+  // batches (gathered device copies). Never more than capacity / 8, so
+  // several batches fit between the watermarks. An object larger than a
+  // batch is a batch of its own.
+  uint64_t BatchBytes(const Tier& from, const Tier& to) const;
+  // Batches in flight at once per boundary: enough that one is on the disk
+  // while another is encoded and a third commits (4 x 8 x 1 MiB requests is
+  // fio's QD32); 2 into memory tiers (copies, no queue to keep full).
+  int MaxInflight(const Tier& to) const;
+  // min(64 MiB, capacity / 4): the least a watermark crossing demotes.
+  static uint64_t MinBatchBytes(const Tier& tier);
+  // Raw bytes a caller demotes on its own thread (engines without a
+  // background scheduler) to reserve `need` bytes: what it needs, and at
+  // least one batch, so the tier below still receives large writes.
+  uint64_t SyncBytes(const Tier& from, const Tier& to, uint64_t need) const;
+  // Sum of MaxInflight over a chain: a thread scheduler with this many
+  // threads can run every boundary's batches at once.
+  static constexpr int kMaxInflightPerBoundary = 4;
+};
+
+}  // namespace spillway::internal

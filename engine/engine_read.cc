@@ -1,0 +1,227 @@
+// EngineCore's read paths: Get, Acquire and Prefetch. A read pins the entry
+// under its shard lock, reads it (file-resident keys of one Acquire or
+// Prefetch as one batch of requests: Tier::LoadBatch), and promotes it into
+// the first host tier only where that tier has room now. A read never
+// demotes or writes on its own thread: when the host tier is full it asks
+// the mover for room (Mover::RequestRoom) and serves the copy it read.
+#include <chrono>
+#include <future>
+
+#include "engine/engine_core.h"
+#include "engine/mover.h"
+#include "engine/placement.h"
+
+namespace spillway::internal {
+
+StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key) {
+  const uint64_t hash = ObjectIndex::Hash(key);
+  auto& shard = index_.ShardForHash(hash);
+  PinnedRead p;
+  {
+    std::lock_guard<std::mutex> l(shard.mu);
+    Entry* e = shard.Find(key, hash);
+    if (e == nullptr) {
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      return Status::NotFound("key not found");
+    }
+    // Pins are taken only under the shard lock (so a mover that sees none
+    // under it may move the entry); they are dropped without it (Unpin).
+    const uint64_t prev = e->pin_state.fetch_add(1, std::memory_order_acq_rel);
+    if ((prev & Entry::kPinMask) == 0) {
+      pinned_bytes_[prev >> Entry::kPinTierShift].Add(e->raw_size);
+    }
+    e->refs.fetch_add(1, std::memory_order_relaxed);
+    p.e = e;
+    p.t = e->tier;
+    p.moving = e->moving;
+    if (e->loc.has_blob()) {
+      // Memory tiers: the blob is all a hit needs.
+      p.loc.blob = e->loc.blob();
+      p.loc.stored_bytes = e->loc.stored_bytes();
+      p.loc.raw_bytes = e->raw_size;
+    } else {
+      p.loc = e->loc.Get(e->raw_size);
+    }
+    p.version = e->version;
+  }
+  EvictionPolicy::Touch(p.e);
+  hits_[p.t].Add(1);
+  return p;
+}
+
+StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
+  gets_.Add(1);
+  auto p = PinForRead(key);
+  if (!p.ok()) return p.status();
+  return Serve(std::move(*p), key, where, nullptr);
+}
+
+StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded) {
+  Entry* e = p.e;
+  const int t = p.t;
+  if (tiers_[t]->kind() == TierKind::kGpu) {
+    if (where != Where::kHost) return Handle(std::move(p.loc.blob), e, this);
+    auto host = tiers_[t]->Load(p.loc, key);  // a host copy; the object stays on the device
+    if (!host.ok()) {
+      Unpin(e);
+      Unref(e);
+      return host.status();
+    }
+    return Handle(std::move(*host), e, this);
+  }
+  if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key);
+  if (tiers_[t]->is_memory()) return Handle(std::move(p.loc.blob), e, this);
+
+  const auto start = std::chrono::steady_clock::now();
+  BlobPtr b = std::move(loaded);
+  if (!b) {
+    auto blob = tiers_[t]->Load(p.loc, key);
+    if (!blob.ok()) {
+      bool erased;
+      {
+        auto& shard = index_.ShardFor(key);
+        std::lock_guard<std::mutex> l(shard.mu);
+        erased = e->erased;
+      }
+      Unpin(e);
+      Unref(e);
+      // Erased or replaced while being read: a Flush may have rewritten the
+      // record's header (its erase mark) under the read. Read what the key
+      // maps to now.
+      if (erased && blob.status().IsCorruption()) return Get(key, where);
+      return blob.status();
+    }
+    b = std::move(*blob);
+  }
+  // Objects in a persistent tier are read in place: promoting would move
+  // their only durable copy into memory.
+  const uint64_t raw = b->size();
+  const int h = config_.policy.promote_on_read && !config_.tiers[t].persistent && !p.moving
+                    ? placement_->PromotionTarget(t, raw) : -1;
+  if (h < 0) return Handle(std::move(b), e, this);
+  // Room made ahead by the mover, never here (see Mover::ReserveForPromotion):
+  // without it this read is served as read and the next one promotes.
+  if (!tiers_[h]->HasDeviceRoom(raw) || !mover_->ReserveForPromotion(h, raw)) return Handle(std::move(b), e, this);
+  Location old;
+  bool committed = false;
+  {
+    auto& shard = index_.ShardFor(key);
+    std::lock_guard<std::mutex> l(shard.mu);
+    if (UnchangedSince(e, t, p.version)) {
+      auto nl = tiers_[h]->Adopt(b, raw);
+      if (nl.ok()) {
+        old = RelocatePinnedLocked(e, t, h, std::move(*nl));
+        committed = true;
+      }
+    }
+  }
+  if (!committed) {
+    tiers_[h]->Unreserve(raw);
+    return Handle(std::move(b), e, this);
+  }
+  tiers_[t]->Free(old);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  boundary(t, h).Record(1, raw, raw, ns);
+  LogMove(key, raw, raw, t, h, static_cast<uint64_t>(ns) / 1000, true);
+  if (tiers_[h]->AboveHigh()) mover_->Wake();
+  return Handle(std::move(b), e, this);
+}
+
+StatusOr<std::vector<Handle>> EngineCore::Acquire(std::span<const std::string> keys, Where where) {
+  return AcquireKeys(keys, where, /*skip_missing=*/false);
+}
+
+StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::string> keys, Where where,
+                                                      bool skip_missing) {
+  if (where == Where::kDevice) {
+    // Device copies go through the gpu tier one key at a time, concurrently.
+    std::vector<std::future<StatusOr<Handle>>> futures;
+    futures.reserve(keys.size());
+    for (const std::string& k : keys) {
+      futures.push_back(std::async(std::launch::async, [this, &k, where] { return Get(k, where); }));
+    }
+    std::vector<Handle> handles;
+    Status first;
+    for (size_t i = 0; i < futures.size(); ++i) {
+      auto h = futures[i].get();
+      if (!h.ok()) {
+        if (first.ok()) first = h.status().WithContext("acquire '" + keys[i] + "'");
+        continue;
+      }
+      handles.push_back(std::move(*h));
+    }
+    if (!first.ok()) return first;  // handles released here: nothing stays pinned
+    return handles;
+  }
+  gets_.Add(keys.size());
+  std::vector<PinnedRead> pins;
+  std::vector<std::string_view> names;  // pins[i]'s key
+  pins.reserve(keys.size());
+  auto release_pins = [&](size_t from) {
+    for (size_t i = from; i < pins.size(); ++i) {
+      Unpin(pins[i].e);
+      Unref(pins[i].e);
+    }
+  };
+  for (const std::string& k : keys) {
+    auto p = PinForRead(k);
+    if (!p.ok()) {
+      if (skip_missing && p.status().IsNotFound()) continue;
+      release_pins(0);
+      return p.status().WithContext("acquire '" + k + "'");
+    }
+    pins.push_back(std::move(*p));
+    names.push_back(k);
+  }
+  // One batch of reads per file tier, all in flight together.
+  std::vector<BlobPtr> loaded(pins.size());
+  Status first;
+  for (size_t t = 0; t < tiers_.size() && first.ok(); ++t) {
+    if (tiers_[t]->is_memory()) continue;
+    std::vector<size_t> idx;
+    std::vector<Location> locs;
+    std::vector<std::string_view> batch_keys;
+    for (size_t i = 0; i < pins.size(); ++i) {
+      if (pins[i].t != static_cast<int>(t)) continue;
+      idx.push_back(i);
+      locs.push_back(pins[i].loc);
+      batch_keys.push_back(names[i]);
+    }
+    if (idx.empty()) continue;
+    auto blobs = tiers_[t]->LoadBatch(locs, batch_keys);
+    for (size_t j = 0; j < idx.size(); ++j) {
+      if (blobs[j].ok()) {
+        loaded[idx[j]] = std::move(*blobs[j]);
+      } else if (first.ok()) {
+        first = blobs[j].status().WithContext("acquire '" + std::string(names[idx[j]]) + "'");
+      }
+    }
+  }
+  if (!first.ok()) {
+    release_pins(0);
+    return first;
+  }
+  std::vector<Handle> handles;
+  handles.reserve(pins.size());
+  for (size_t i = 0; i < pins.size(); ++i) {
+    auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i]));
+    if (!h.ok()) {
+      if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
+      continue;  // Serve dropped this pin itself
+    }
+    handles.push_back(std::move(*h));
+  }
+  if (!first.ok()) return first;  // handles released here: nothing stays pinned
+  return handles;
+}
+
+void EngineCore::Prefetch(std::span<const std::string> keys, Where where) {
+  // One task for the whole set, so file-resident keys are read as one batch;
+  // missing keys are skipped (a hint, not a request).
+  if (keys.empty()) return;
+  prefetch_pool_->Submit([this, ks = std::vector<std::string>(keys.begin(), keys.end()), where] {
+    (void)AcquireKeys(ks, where, /*skip_missing=*/true);
+  });
+}
+
+}  // namespace spillway::internal

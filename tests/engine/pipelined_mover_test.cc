@@ -1,0 +1,265 @@
+// The pipelined mover stepped by hand: several batches queued per boundary,
+// WaitIdle's contract, callers that wait only for the room they need, reads
+// that never demote, and Acquire's one batch of reads.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "base/scheduler.h"
+#include "engine/demotion_policy.h"
+#include "engine/engine_core.h"
+#include "engine/mover.h"
+#include "engine_test_util.h"
+#include "tiers/host_tier.h"
+
+using namespace spillway;
+using namespace spillway::testing;
+
+namespace {
+
+internal::EngineCore& Core(Engine& e) { return static_cast<internal::EngineCore&>(e); }
+
+std::unique_ptr<Engine> OpenWith(const Config& c, Scheduler* s, FileIo* io = nullptr) {
+  EngineOptions o;
+  o.scheduler = s;
+  o.file_io = io;
+  auto e = Engine::Open(c, o);
+  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  return std::move(*e);
+}
+
+// Background as far as the engine can tell (callers wait instead of
+// demoting), but a task runs only when the test steps it.
+class GatedScheduler final : public Scheduler {
+ public:
+  void Submit(std::function<void()> task) override {
+    std::lock_guard<std::mutex> l(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  bool background() const override { return true; }
+  bool RunOne() {
+    std::function<void()> task;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (tasks_.empty()) return false;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+    return true;
+  }
+  size_t queued() {
+    std::lock_guard<std::mutex> l(mu_);
+    return tasks_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<std::function<void()>> tasks_;
+};
+
+// Counts read submissions (SubmitAndWait calls whose requests are reads).
+class CountingIo : public FileIoWrapper {
+ public:
+  explicit CountingIo(FileIo* t) : FileIoWrapper(t) {}
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    if (!r.empty() && r[0].op == IoRequest::Op::kRead) {
+      read_batches.fetch_add(1);
+      const int n = static_cast<int>(r.size());
+      if (n > max_read_requests.load()) max_read_requests = n;
+      read_depth = static_cast<int>(qd);
+    }
+    if (!r.empty() && r[0].op == IoRequest::Op::kWrite) write_batches.fetch_add(1);
+    return FileIoWrapper::SubmitAndWait(r, qd);
+  }
+  std::atomic<int> read_batches{0}, write_batches{0}, max_read_requests{0}, read_depth{0};
+};
+
+}  // namespace
+
+TEST_CASE("DemotionPolicy: nothing below the high watermark, down to low above it, less what is in flight") {
+  TierConfig tc = HostTierConfig("h", 100 << 20);
+  tc.watermarks = {0.9, 0.75};
+  HostTier tier(tc, 0, nullptr);
+  internal::DemotionPolicy p;
+  HostTier below_mem(HostTierConfig("m", 1 << 30), 1, nullptr);
+  internal::BoundaryLoad none;
+  tier.ForceReserve(80 << 20);
+  CHECK(p.Want(tier, below_mem, none) == 0);
+  internal::BoundaryLoad waiting;
+  waiting.waiting_bytes = 30 << 20;  // projected 110 MiB: down to low (75), and the queue kept full
+  CHECK(p.Want(tier, below_mem, waiting) == (35u << 20));
+  waiting.waiting_bytes = 1 << 20;  // projected 81 MiB: below high, but a caller waits
+  CHECK(p.Want(tier, below_mem, waiting) ==
+        static_cast<uint64_t>(p.MaxInflight(below_mem)) * p.BatchBytes(tier, below_mem));
+  tier.ForceReserve(15 << 20);  // 95 MiB: above high; 20 MiB to low, but at least capacity / 4
+  CHECK(p.Want(tier, below_mem, none) == (25u << 20));
+  internal::BoundaryLoad busy;
+  busy.inflight_bytes = 16 << 20;
+  CHECK(p.Want(tier, below_mem, busy) == (9u << 20));
+  busy.inflight_bytes = 32 << 20;
+  CHECK(p.Want(tier, below_mem, busy) == 0);
+  CHECK(p.BatchBytes(tier, below_mem) > 0);
+  CHECK(p.BatchBytes(tier, below_mem) <= tier.capacity_bytes() / 8);
+  tier.Unreserve(95 << 20);
+}
+
+TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle runs them and leaves the tier under high") {
+  TempDir dir("mover");
+  ManualScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
+  for (int i = 0; i < 39; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  // Above high (3.6 MiB): the Puts woke the mover, which queued batches
+  // without running any (nobody stepped the scheduler).
+  auto st = Core(*e).mover().state(0);
+  CHECK(st.inflight_batches >= 2);
+  CHECK(sched.queued() == static_cast<size_t>(st.inflight_batches));
+  CHECK(e->Stats().tiers[1].objects == 0);
+  REQUIRE(sched.RunOne());
+  CHECK(e->Stats().tiers[1].objects > 0);
+  // WaitIdle (Flush) runs the rest on this thread and returns idle.
+  REQUIRE(e->Flush().ok());
+  st = Core(*e).mover().state(0);
+  CHECK(st.inflight_batches == 0);
+  CHECK(sched.queued() == 0);
+  auto s = e->Stats();
+  CHECK(s.tiers[0].used_bytes <= static_cast<uint64_t>(0.90 * (4 << 20)));
+  CHECK(s.tiers[0].objects + s.tiers[1].objects == 39);
+  CHECK(s.sync_demotions == 0);
+  for (int i = 0; i < 39; ++i) {
+    auto h = e->Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(100 << 10, i)));
+  }
+}
+
+TEST_CASE("WaitIdle returns when the only movable objects are pinned") {
+  TempDir dir("mover");
+  ManualScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 1 << 20, 64 << 20), &sched);
+  std::vector<Handle> pins;
+  for (int i = 0; i < 10; ++i) {  // 1000 KiB: above the high watermark (921.6 KiB)
+    REQUIRE(e->Put("p" + std::to_string(i), Bytes(100 << 10, i)).ok());
+    auto h = e->Get("p" + std::to_string(i));
+    REQUIRE(h.ok());
+    pins.push_back(std::move(*h));
+  }
+  REQUIRE(e->Flush().ok());  // above high, nothing movable: returns
+  CHECK(Core(*e).mover().state(0).stuck);
+  CHECK(e->Stats().tiers[1].objects == 0);
+  pins.clear();
+  REQUIRE(e->Flush().ok());
+  CHECK(e->Stats().tiers[0].used_bytes <= static_cast<uint64_t>(0.90 * (1 << 20)));
+}
+
+TEST_CASE("a Put that finds the tier full waits for one batch, not for every batch queued") {
+  TempDir dir("mover");
+  GatedScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
+  // 40 x 100 KiB = 4000 KiB of 4096: the next Put does not fit.
+  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  const size_t queued = sched.queued();
+  REQUIRE(queued >= 2);
+  auto put = std::async(std::launch::async, [&] { return e->Put("late", Bytes(200 << 10, 99)); });
+  CHECK(put.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);  // waiting for room
+  REQUIRE(sched.RunOne());  // one 512 KiB batch commits
+  REQUIRE(put.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(put.get().ok());
+  CHECK(sched.queued() >= 1);  // the other batches had not run
+  CHECK(e->Stats().sync_demotions == 0);
+  while (sched.RunOne()) {
+  }
+  auto h = e->Get("late");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(200 << 10, 99)));
+}
+
+TEST_CASE("a read that cannot promote asks the mover for room and never demotes on its thread") {
+  TempDir dir("mover");
+  ManualScheduler sched;
+  auto io = MakeFileIo();
+  CountingIo counting(io.get());
+  auto e = OpenWith(HostFileChain(dir.path(), 1 << 20, 64 << 20), &sched, &counting);
+  for (int i = 0; i < 20; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  // Fill the host tier to the brim with pinned objects.
+  std::vector<Handle> pins;
+  for (int i = 0; e->Stats().tiers[0].used_bytes + (100 << 10) <= (1 << 20); ++i) {
+    REQUIRE(e->Put("fill" + std::to_string(i), Bytes(100 << 10, 1000 + i)).ok());
+    auto h = e->Get("fill" + std::to_string(i));
+    REQUIRE(h.ok());
+    pins.push_back(std::move(*h));
+  }
+  const auto before = e->Stats();
+  const int writes = counting.write_batches.load();
+  auto h = e->Get("k0");  // in the file tier; the host tier has no room
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(100 << 10, 0)));
+  const auto after = e->Stats();
+  CHECK(after.sync_demotions == before.sync_demotions);
+  CHECK(counting.write_batches.load() == writes);
+  CHECK(after.tiers[0].promotions_in == before.tiers[0].promotions_in);
+  h->Release();
+  // The request for room is queued for the mover, not run by the reader.
+  pins.clear();
+  sched.RunPending();
+  REQUIRE(e->Flush().ok());
+  CHECK(ServingTier(*e, "k0") == 1);  // promoted on this read...
+  CHECK(ServingTier(*e, "k0") == 0);  // ...so now served from memory
+}
+
+TEST_CASE("Acquire reads every file-resident key in one batch of requests") {
+  TempDir dir("mover");
+  auto io = MakeFileIo();
+  CountingIo counting(io.get());
+  EngineOptions o;
+  o.file_io = &counting;
+  o.background_mover = false;
+  Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
+  c.policy.promote_on_read = false;
+  auto opened = Engine::Open(c, o);
+  REQUIRE(opened.ok());
+  auto& e = *opened;
+  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 8; ++i) keys.push_back("k" + std::to_string(i));  // the oldest: spilled
+  for (const auto& k : keys) REQUIRE(ServingTier(*e, k) == 1);
+  const int reads = counting.read_batches.load();
+  auto hs = e->Acquire(keys, Where::kHost);
+  REQUIRE(hs.ok());
+  CHECK(counting.read_batches.load() == reads + 1);
+  REQUIRE(hs->size() == keys.size());
+  for (int i = 0; i < 8; ++i) CHECK(HandleEquals((*hs)[i], Bytes(64 << 10, i)));
+  std::vector<std::string> bad = {"k0", "missing"};
+  auto none = e->Acquire(bad, Where::kHost);
+  CHECK(none.status().IsNotFound());
+  CHECK(none.status().message().find("missing") != std::string::npos);
+  hs->clear();
+  CHECK(e->Stats().tiers[1].pinned_bytes == 0);
+}
+
+TEST_CASE("a large object is read as several requests in flight at once") {
+  TempDir dir("mover");
+  auto io = MakeFileIo();
+  CountingIo counting(io.get());
+  EngineOptions o;
+  o.file_io = &counting;
+  o.background_mover = false;
+  Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
+  c.tiers[1].io.segment_bytes = 32 << 20;
+  auto opened = Engine::Open(c, o);
+  REQUIRE(opened.ok());
+  auto& e = *opened;
+  auto big = Bytes(16 << 20, 7);  // larger than the host tier: stored in the file tier
+  REQUIRE(e->Put("big", big).ok());
+  auto h = e->Get("big");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, big));
+  CHECK(counting.max_read_requests.load() >= 16);  // 1 MiB requests (io.block_size)
+  CHECK(counting.read_depth.load() >= 8);          // issued at the tier's queue depth
+}

@@ -1,0 +1,112 @@
+// Placement's admission rules through the engine: a tier's max_object_size
+// sends larger objects further down (Put, demotion, promotion alike), and a
+// file tier's min_free keeps each path's reserved free space; both keys in
+// the schema and the validator.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "../config/config_test_util.h"
+#include "engine_test_util.h"
+#include "spillway/file_io.h"
+
+using namespace spillway;
+using namespace spillway::testing;
+
+namespace {
+
+// Reports a filesystem of `total` bytes with `free` bytes free.
+class FakeSpaceIo : public FileIoWrapper {
+ public:
+  explicit FakeSpaceIo(FileIo* t) : FileIoWrapper(t) {}
+  StatusOr<FsSpace> SpaceOf(const std::string&) override {
+    FsSpace s;
+    s.total_bytes = total.load();
+    s.free_bytes = free.load();
+    return s;
+  }
+  std::atomic<uint64_t> total{100ull << 30}, free{100ull << 30};
+};
+
+}  // namespace
+
+TEST_CASE("max_object_size and min_free are read, checked and documented in messages") {
+  LoadResult r = LoadYaml(HostChain("    max_object_size: 1MiB\n"));
+  REQUIRE_MESSAGE(r.ok(), r.Summary());
+  CHECK(r.config.tiers[0].max_object_bytes == (1u << 20));
+  CHECK(FindWarning(LoadYaml(HostChain("    max_object_size: 2GiB\n")), "tiers[0].max_object_size", "larger than the capacity"));
+  CHECK(FindError(LoadYaml(HostChain("    max_object_size: lots\n")), "tiers[0].max_object_size", ""));
+  TempDir dir("placement");
+  LoadResult f = LoadYaml(FileChain(dir.path(), "    min_free: 10GiB\n"));
+  REQUIRE_MESSAGE(f.ok(), f.Summary());
+  CHECK(f.config.tiers[1].min_free_bytes == (10ull << 30));
+  LoadResult pct = LoadYaml(FileChain(dir.path(), "    min_free: 5%\n"));
+  REQUIRE_MESSAGE(pct.ok(), pct.Summary());
+  CHECK(pct.config.tiers[1].min_free_fraction == doctest::Approx(0.05));
+  CHECK(FindError(LoadYaml(FileChain(dir.path(), "    min_free: 100%\n")), "tiers[1].min_free", "no room"));
+  CHECK(FindWarning(LoadYaml(HostChain("    min_free: 1GiB\n")), "tiers[0].min_free", "file tiers"));
+}
+
+TEST_CASE("an object over a tier's max_object_size skips it on Put and is not promoted into it") {
+  TempDir dir("placement");
+  Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
+  c.tiers[0].max_object_bytes = 64 << 10;
+  auto e = OpenOrDie(c);
+  REQUIRE(e->Put("small", Bytes(32 << 10, 1)).ok());
+  REQUIRE(e->Put("large", Bytes(100 << 10, 2)).ok());
+  CHECK(ServingTier(*e, "small") == 0);
+  CHECK(ServingTier(*e, "large") == 1);
+  CHECK(ServingTier(*e, "large") == 1);  // read, but never promoted into the host tier
+  auto h = e->Get("large");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(100 << 10, 2)));
+}
+
+TEST_CASE("a demotion skips a tier below whose max_object_size the object exceeds") {
+  TempDir dir("placement");
+  Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
+  TierConfig second = HostTierConfig("host2", 8 << 20);
+  second.max_object_bytes = 64 << 10;
+  c.tiers.insert(c.tiers.begin() + 1, second);
+  auto e = OpenOrDie(c);
+  for (int i = 0; i < 20; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  auto s = e->Stats();
+  CHECK(s.tiers[1].objects == 0);  // every object is over host2's limit
+  CHECK(s.tiers[2].objects > 0);
+  for (int i = 0; i < 20; ++i) {
+    auto h = e->Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(100 << 10, i)));
+  }
+}
+
+TEST_CASE("min_free: a file tier whose path is at its reserve takes no more, and takes again when space returns") {
+  TempDir dir("placement");
+  auto base = MakeFileIo();
+  FakeSpaceIo io(base.get());
+  Config c;
+  c.source = "<test>";
+  c.tiers.push_back(FileTierConfig("disk", dir.path() + "/disk", 64 << 20));
+  c.tiers[0].min_free_bytes = 1ull << 30;
+  EngineOptions o;
+  o.file_io = &io;
+  o.background_mover = false;
+  auto opened = Engine::Open(c, o);
+  REQUIRE(opened.ok());
+  auto& e = *opened;
+  REQUIRE(e->Put("a", Bytes(100 << 10, 1)).ok());
+  io.free = (1ull << 30) + (50 << 10);  // less than the reserve plus one more object
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the measurement interval
+  Status st = e->Put("b", Bytes(100 << 10, 2));
+  CHECK(st.IsNoSpace());
+  CHECK_FALSE(e->Contains("b"));
+  io.free = 2ull << 30;
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // past the measurement interval
+  REQUIRE(e->Put("b", Bytes(100 << 10, 2)).ok());
+  auto h = e->Get("a");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(100 << 10, 1)));
+}
