@@ -57,10 +57,17 @@ Status EngineCore::Init() {
     if (options_.file_io) return options_.file_io;
     auto it = io_by_engine.find(static_cast<int>(kind));
     if (it != io_by_engine.end()) return it->second;
-    owned_io_.push_back(MakeFileIo(kind));
+    owned_io_.push_back(MakeFileIo(kind, options_.logger));
     io_by_engine[static_cast<int>(kind)] = owned_io_.back().get();
     return owned_io_.back().get();
   };
+
+  Logger* const logger = options_.logger != nullptr   ? options_.logger
+                         : options_.file_io != nullptr ? options_.file_io->logger()
+                                                       : StderrLogger();
+  // The event log and the metrics dump: through the caller's FileIo (an
+  // in-memory one in tests), else POSIX.
+  FileIo* const diag_io = options_.file_io != nullptr ? options_.file_io : io_for(IoEngine::kPosix);
 
   for (size_t i = 0; i < n; ++i) {
     const TierConfig& tc = config_.tiers[i];
@@ -107,8 +114,9 @@ Status EngineCore::Init() {
         &skipped, &report);
     if (!st.ok()) return st.WithContext("recovering tier '" + ft->name() + "'");
     if (skipped > 0) {
-      std::fprintf(stderr, "spillway: tier '%s': skipped %llu corrupt or torn records:\n%s",
-                   ft->name().c_str(), static_cast<unsigned long long>(skipped), report.c_str());
+      if (!report.empty() && report.back() == '\n') report.pop_back();
+      logger->Log(LogLevel::kWarning, "tier '" + ft->name() + "': skipped " + std::to_string(skipped) +
+                                          " corrupt or torn records:\n" + report);
     }
     for (Location& loc : stale) tiers_[i]->Free(loc);
     for (auto& [key, obj] : newest) {
@@ -120,12 +128,12 @@ Status EngineCore::Init() {
     }
   }
 
-  auto log = EventLog::Open(config_.metrics);
+  auto log = EventLog::Open(config_.metrics, nullptr, diag_io, logger);
   if (!log.ok()) return log.status().WithContext("metrics.event_log");
   event_log_ = std::move(*log);
   if (!config_.metrics.prometheus_file.empty()) {
     dumper_ = std::make_unique<MetricsDumper>([this] { return Stats(); }, config_.metrics.prometheus_file,
-                                              config_.metrics.dump_interval_s);
+                                              config_.metrics.dump_interval_s, diag_io, logger);
     SPILLWAY_RETURN_IF_ERROR(dumper_->DumpNow().WithContext("metrics.prometheus_file"));
   }
 

@@ -198,8 +198,8 @@ StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
     if (!f->direct) {
       direct_io_ = false;
       std::call_once(buffered_warning_, [&] {
-        std::fprintf(stderr, "spillway: tier '%s': O_DIRECT refused in %s, using buffered I/O\n",
-                     name().c_str(), s.dir.c_str());
+        io_->logger()->Log(LogLevel::kWarning,
+                           "tier '" + name() + "': O_DIRECT refused in " + s.dir + ", using buffered I/O");
       });
     }
     auto seg = std::make_shared<Segment>();
@@ -485,8 +485,7 @@ void FileTier::MarkErased(Segment& seg, const Location& loc) {
   }
   if (!st.ok()) {
     counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
-    std::fprintf(stderr, "spillway: %s: could not mark erased record: %s\n", Where(loc).c_str(),
-                 st.ToString().c_str());
+    io_->logger()->Log(LogLevel::kError, Where(loc) + ": could not mark erased record: " + st.ToString());
   }
   seg.dirty.store(true, std::memory_order_relaxed);
 }
