@@ -41,8 +41,9 @@ EngineCore::~EngineCore() {
     std::lock_guard<std::mutex> l(flush_mu_);
     Status st = Checkpoint();
     if (!st.ok()) {
-      std::fprintf(stderr, "spillway: closing: the last flush failed (the next Open recovers what reached the disk): %s\n",
-                   st.ToString().c_str());
+      Logger* logger = options_.logger != nullptr ? options_.logger : StderrLogger();
+      logger->Log(LogLevel::kError, "closing: the last flush failed (the next Open recovers what reached the disk): " +
+                                        st.ToString());
     }
   }
   if (dumper_) {

@@ -61,10 +61,17 @@ Status EngineCore::Init() {
     if (options_.file_io) return options_.file_io;
     auto it = io_by_engine.find(static_cast<int>(kind));
     if (it != io_by_engine.end()) return it->second;
-    owned_io_.push_back(MakeFileIo(kind));
+    owned_io_.push_back(MakeFileIo(kind, options_.logger));
     io_by_engine[static_cast<int>(kind)] = owned_io_.back().get();
     return owned_io_.back().get();
   };
+
+  Logger* const logger = options_.logger != nullptr   ? options_.logger
+                         : options_.file_io != nullptr ? options_.file_io->logger()
+                                                       : StderrLogger();
+  // The event log and the metrics dump: through the caller's FileIo (an
+  // in-memory one in tests), else POSIX.
+  FileIo* const diag_io = options_.file_io != nullptr ? options_.file_io : io_for(IoEngine::kPosix);
 
   for (size_t i = 0; i < n; ++i) {
     const TierConfig& tc = config_.tiers[i];
@@ -126,7 +133,8 @@ Status EngineCore::Init() {
         what += (what.empty() ? "" : "; ") + std::to_string(missing) +
                 " records missing (written before the last Flush, now gone)";
       }
-      std::fprintf(stderr, "spillway: tier '%s': %s:\n%s", ft->name().c_str(), what.c_str(), report.c_str());
+      if (!report.empty() && report.back() == '\n') report.pop_back();
+      logger->Log(LogLevel::kWarning, "tier '" + ft->name() + "': " + what + ":\n" + report);
     }
     max_sequence = std::max(max_sequence, ft->next_sequence() - 1);
     // Freed at the next Flush (deferred: see FileTier::CommitFrees).
@@ -163,12 +171,12 @@ Status EngineCore::Init() {
   }
   checkpoint_pool_ = std::make_unique<ThreadPool>(1);
 
-  auto log = EventLog::Open(config_.metrics);
+  auto log = EventLog::Open(config_.metrics, nullptr, diag_io, logger);
   if (!log.ok()) return log.status().WithContext("metrics.event_log");
   event_log_ = std::move(*log);
   if (!config_.metrics.prometheus_file.empty()) {
     dumper_ = std::make_unique<MetricsDumper>([this] { return Stats(); }, config_.metrics.prometheus_file,
-                                              config_.metrics.dump_interval_s);
+                                              config_.metrics.dump_interval_s, diag_io, logger);
     SPILLWAY_RETURN_IF_ERROR(dumper_->DumpNow().WithContext("metrics.prometheus_file"));
   }
 

@@ -1,14 +1,10 @@
 // EventLog: sampling, a token-bucket rate limit, and hand-written JSON lines
 // (the line is flat and small; no JSON library on the move path).
 //
-// The log is an append-only diagnostic file, not tier data, so it uses
-// open(2)/write(2) directly rather than FileIo: FileIo has no O_APPEND, and
-// fault injection on tier I/O should not also hit the log.
+// The log is an append-only diagnostic file, not tier data: it is a FileIo
+// AppendFile, which FaultFileIo leaves alone, so fault injection on tier I/O
+// does not also hit the log.
 #include "engine/event_log.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -102,7 +98,8 @@ std::string EventLog::FormatLine(const MoveEvent& e, uint64_t unix_micros) {
   return out;
 }
 
-StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const MetricsConfig& config, Clock clock) {
+StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const MetricsConfig& config, Clock clock, FileIo* io,
+                                                  Logger* logger) {
   if (config.event_log.empty()) return std::unique_ptr<EventLog>();
   if (!(config.event_sample >= 0.0 && config.event_sample <= 1.0)) {
     return Status::InvalidArgument("metrics.event_sample must be between 0 and 1, found " +
@@ -111,29 +108,22 @@ StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const MetricsConfig& config, 
   if (config.event_rate_limit == 0) {
     return Status::InvalidArgument("metrics.event_rate_limit must be at least 1 line per second");
   }
-  // O_NONBLOCK so a FIFO planted at the path cannot hang the open; cleared below.
-  const int fd = ::open(config.event_log.c_str(),
-                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP) {
-      return Status::IOError("event log " + config.event_log + " is a symbolic link; refusing to follow it");
-    }
-    return Status::FromErrno(err, "opening event log " + config.event_log);
+  static FileIo* const posix = MakePosixFileIo().release();  // for callers without a FileIo
+  if (io == nullptr) io = posix;
+  auto file = io->NewAppendFile(config.event_log, AppendOptions{});
+  if (!file.ok()) {
+    if (file.status().code() == StatusCode::kInvalidArgument) return Status::InvalidArgument("event log " + file.status().message());
+    return file.status().WithContext("opening event log " + config.event_log);
   }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument("event log " + config.event_log + " is not a regular file");
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  return std::unique_ptr<EventLog>(
-      new EventLog(fd, config.event_log, config.event_sample, config.event_rate_limit, std::move(clock)));
+  return std::unique_ptr<EventLog>(new EventLog(std::move(*file), config.event_log, config.event_sample,
+                                                config.event_rate_limit, std::move(clock),
+                                                logger != nullptr ? logger : io->logger()));
 }
 
-EventLog::EventLog(int fd, std::string path, double sample, uint32_t rate, Clock clock)
-    : fd_(fd),
+EventLog::EventLog(std::unique_ptr<AppendFile> file, std::string path, double sample, uint32_t rate, Clock clock,
+                   Logger* logger)
+    : file_(std::move(file)),
+      logger_(logger),
       path_(std::move(path)),
       sample_(sample),
       rate_per_s_(rate),
@@ -141,7 +131,7 @@ EventLog::EventLog(int fd, std::string path, double sample, uint32_t rate, Clock
       tokens_(rate),
       last_ns_(clock_()) {}
 
-EventLog::~EventLog() { ::close(fd_); }
+EventLog::~EventLog() = default;
 
 bool EventLog::Sampled(const MoveEvent& e) const {
   if (!e.ok || sample_ >= 1.0) return true;
@@ -172,28 +162,19 @@ void EventLog::Record(const MoveEvent& e) {
     return;
   }
   const std::string line = FormatLine(e, UnixMicros());
-  int err = 0;
+  Status st;
   {
     std::lock_guard<std::mutex> l(write_mu_);
-    size_t off = 0;
-    while (off < line.size()) {
-      const ssize_t n = ::write(fd_, line.data() + off, line.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        err = n < 0 ? errno : EIO;
-        break;
-      }
-      off += static_cast<size_t>(n);
-    }
+    st = file_->Append(line);
   }
-  if (err == 0) {
+  if (st.ok()) {
     written_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);
   if (!reported_error_.exchange(true)) {
-    std::fprintf(stderr, "spillway: event log %s: %s (further errors not reported)\n", path_.c_str(),
-                 Status::FromErrno(err, "write").ToString().c_str());
+    logger_->Log(LogLevel::kWarning,
+                 "event log " + path_ + ": " + st.ToString() + " (further errors not reported)");
   }
 }
 

@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "spillway/config.h"
+#include "spillway/file_io.h"
 #include "spillway/status.h"
 
 namespace spillway {
@@ -52,14 +53,17 @@ class EventLog {
   // symlink is refused; it must be a regular file). Returns null (and OK)
   // when config.event_log is empty. InvalidArgument for a sample outside
   // 0..1 or a rate limit of 0; IOError/NotFound when the file cannot be opened.
-  static StatusOr<std::unique_ptr<EventLog>> Open(const MetricsConfig& config, Clock clock = nullptr);
+  // The file is opened through `io` (null: POSIX), errors go to `logger`
+  // (null: io's logger); `io` and `logger` must outlive the log.
+  static StatusOr<std::unique_ptr<EventLog>> Open(const MetricsConfig& config, Clock clock = nullptr,
+                                                  FileIo* io = nullptr, Logger* logger = nullptr);
   ~EventLog();
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
   // Writes the event's line if sampling and the rate limit allow it. Never
   // fails: a line that cannot be written counts as dropped (the first write
-  // error is reported once on stderr).
+  // error is reported once to the logger).
   void Record(const MoveEvent& event);
 
   uint64_t written() const { return written_.load(std::memory_order_relaxed); }
@@ -76,11 +80,13 @@ class EventLog {
   static uint64_t KeyHash(std::string_view key);
 
  private:
-  EventLog(int fd, std::string path, double sample, uint32_t rate, Clock clock);
+  EventLog(std::unique_ptr<AppendFile> file, std::string path, double sample, uint32_t rate, Clock clock,
+           Logger* logger);
   bool Sampled(const MoveEvent& event) const;
   bool TakeToken();
 
-  const int fd_;
+  const std::unique_ptr<AppendFile> file_;  // written under write_mu_
+  Logger* const logger_;
   const std::string path_;
   const double sample_;
   const double rate_per_s_;

@@ -2,12 +2,10 @@
 // text and replaces a file atomically (temp file + rename).
 //
 // Like the event log, this is a diagnostic file outside the tiers, written
-// with open(2)/write(2)/rename(2) directly: FileIo has no rename, and fault
-// injection on tier I/O should not hit it.
+// through FileIo's AppendFile and Rename (WriteFileAtomic), which fault
+// injection on tier I/O leaves alone.
 #include "engine/metrics_dumper.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,11 +28,19 @@ std::string TempPathFor(const std::string& path) {
 
 }  // namespace
 
-MetricsDumper::MetricsDumper(std::function<EngineStats()> snapshot, std::string path, double interval_s)
+FileIo* PosixForDiagnostics() {
+  static FileIo* const posix = MakePosixFileIo().release();  // for callers without a FileIo
+  return posix;
+}
+
+MetricsDumper::MetricsDumper(std::function<EngineStats()> snapshot, std::string path, double interval_s,
+                             FileIo* io, Logger* logger)
     : snapshot_(std::move(snapshot)),
       path_(std::move(path)),
       tmp_path_(TempPathFor(path_)),
-      interval_s_(std::isfinite(interval_s) ? interval_s : 0.0) {
+      interval_s_(std::isfinite(interval_s) ? interval_s : 0.0),
+      io_(io != nullptr ? io : PosixForDiagnostics()),
+      logger_(logger != nullptr ? logger : io_->logger()) {
   if (interval_s_ > 0) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -87,37 +93,14 @@ Status MetricsDumper::DumpNow() {
     if (!st.ok() && !reported_) report = reported_ = true;
     if (st.ok()) reported_ = false;  // report again if it breaks again later
   }
-  if (report) std::fprintf(stderr, "spillway: metrics dump: %s\n", st.ToString().c_str());
+  if (report) logger_->Log(LogLevel::kWarning, "metrics dump: " + st.ToString());
   return st;
 }
 
 Status MetricsDumper::WriteFile(const std::string& text) {
-  const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return Status::FromErrno(errno, "creating " + tmp_path_);
-  // The umask must not hide the file from the collector (another user).
-  (void)::fchmod(fd, 0644);
-  size_t off = 0;
-  int err = 0;
-  while (off < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp_path_.c_str());
-    return Status::FromErrno(err, "writing " + tmp_path_);
-  }
-  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    err = errno;
-    ::unlink(tmp_path_.c_str());
-    return Status::FromErrno(err, "renaming " + tmp_path_ + " to " + path_);
-  }
-  return Status::OK();
+  AppendOptions o;
+  o.mode = 0644;  // the collector may run as another user
+  return WriteFileAtomic(*io_, path_, tmp_path_, text, o);
 }
 
 }  // namespace spillway

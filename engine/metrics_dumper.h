@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "spillway/file_io.h"
 #include "spillway/stats.h"
 #include "spillway/status.h"
 
@@ -28,8 +29,10 @@ class MetricsDumper {
   // Starts the background thread; the first periodic dump is one interval
   // after construction (call DumpNow for one at once). interval_s <= 0: no
   // thread, DumpNow only. `snapshot` must stay callable until the destructor
-  // returns.
-  MetricsDumper(std::function<EngineStats()> snapshot, std::string path, double interval_s);
+  // returns. The file is written through `io` (null: POSIX); failures go to
+  // `logger` (null: io's logger); both must outlive the dumper.
+  MetricsDumper(std::function<EngineStats()> snapshot, std::string path, double interval_s, FileIo* io = nullptr,
+                Logger* logger = nullptr);
   // Stops and joins the thread (waking it at once); writes no final dump:
   // call DumpNow first for one with the last counters.
   ~MetricsDumper();
@@ -37,7 +40,7 @@ class MetricsDumper {
   MetricsDumper& operator=(const MetricsDumper&) = delete;
 
   // Takes a snapshot and replaces the file. Background failures are kept in
-  // last_status() and reported once on stderr.
+  // last_status() and reported once to the logger.
   Status DumpNow();
 
   const std::string& path() const { return path_; }
@@ -53,6 +56,8 @@ class MetricsDumper {
   const std::string path_;
   const std::string tmp_path_;
   const double interval_s_;
+  FileIo* const io_;
+  Logger* const logger_;
 
   std::mutex dump_mu_;  // one dump at a time (the temp file name is fixed)
 

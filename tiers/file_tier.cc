@@ -198,8 +198,7 @@ Status FileTier::WipeScratch(Stripe& s) {
     auto info = io_->Stat(path);
     if (!info.ok()) return info.status().WithContext("file tier '" + name() + "'");
     if (info->type != FileInfo::Type::kRegular) {
-      std::fprintf(stderr, "spillway: tier '%s': %s is not a regular file; left alone\n", name().c_str(),
-                   path.c_str());
+      io_->logger()->Log(LogLevel::kWarning, "tier '" + name() + "': " + path + " is not a regular file; left alone");
       continue;
     }
     SPILLWAY_RETURN_IF_ERROR(io_->Remove(path));
@@ -214,8 +213,7 @@ Status FileTier::WipeScratch(Stripe& s) {
 Status FileTier::RecreateScratchDir(Stripe& s) {
   SPILLWAY_RETURN_IF_ERROR(io_->CreateDir(s.dir).WithContext("file tier '" + name() + "': recreating"));
   SPILLWAY_RETURN_IF_ERROR(LockDirectory(s));
-  std::fprintf(stderr, "spillway: tier '%s': directory %s was removed; made it again\n", name().c_str(),
-               s.dir.c_str());
+  io_->logger()->Log(LogLevel::kWarning, "tier '" + name() + "': directory " + s.dir + " was removed; made it again");
   return Status::OK();
 }
 
@@ -264,8 +262,8 @@ StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
     if (!f->direct) {
       direct_io_ = false;
       std::call_once(buffered_warning_, [&] {
-        std::fprintf(stderr, "spillway: tier '%s': O_DIRECT refused in %s, using buffered I/O\n",
-                     name().c_str(), s.dir.c_str());
+        io_->logger()->Log(LogLevel::kWarning,
+                           "tier '" + name() + "': O_DIRECT refused in " + s.dir + ", using buffered I/O");
       });
     }
     auto seg = std::make_shared<Segment>();

@@ -159,8 +159,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       written = st.ok();
       if (!written) {
         s.manifest_dirty.store(true);
-        std::fprintf(stderr, "spillway: tier '%s': %s (the next Flush writes it)\n", name().c_str(),
-                     st.ToString().c_str());
+        io_->logger()->Log(LogLevel::kWarning, "tier '" + name() + "': " + st.ToString() + " (the next Flush writes it)");
       }
     }
     if (!written) continue;

@@ -28,12 +28,18 @@
 namespace spillway {
 
 class FileIo;
+class Logger;
 class Scheduler;
 
 struct EngineOptions {
   // File I/O used by file tiers; null picks io_uring or POSIX per tier config.
   // Not owned; must outlive the engine. Tests pass a FaultFileIo here.
   FileIo* file_io = nullptr;
+  // Not owned; must outlive the engine. Warnings the engine and its FileIo
+  // report (O_DIRECT refused, records skipped at open, a failing event log).
+  // Null: file_io's logger, else stderr. File tiers log through their
+  // FileIo's logger(): the FileIos the engine makes get this one.
+  Logger* logger = nullptr;
   // Run the background mover. Off makes demotion happen only on the caller's
   // thread (deterministic tests).
   bool background_mover = true;

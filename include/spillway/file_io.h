@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "spillway/config.h"
@@ -71,6 +72,35 @@ struct FileInfo {
 struct FsSpace {
   uint64_t total_bytes = 0;
   uint64_t free_bytes = 0;
+};
+
+// Where library code reports what no Status carries: a fallback taken,
+// records skipped at open, a diagnostic file failing (leveldb's Logger).
+enum class LogLevel : unsigned char { kInfo, kWarning, kError };
+class Logger {
+ public:
+  virtual ~Logger() = default;
+  // `message` has no "spillway: " prefix and no newline. Thread-safe.
+  virtual void Log(LogLevel level, std::string_view message) = 0;
+};
+// "spillway: <message>" lines on stderr: the default everywhere.
+Logger* StderrLogger();
+
+// A file written only at its end (leveldb's WritableFile): the event log, the
+// metrics dump. Not tier data: FaultFileIo does not inject faults into it.
+// REQUIRES: external synchronization.
+class AppendFile {
+ public:
+  virtual ~AppendFile() = default;  // closes, dropping any error
+  // Appends all of `data` (continuing short writes) or fails naming the file.
+  virtual Status Append(std::string_view data) = 0;
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+};
+
+struct AppendOptions {
+  bool truncate = false;  // start empty, with exactly `mode` whatever the umask
+  uint32_t mode = 0600;   // permission bits on create
 };
 
 struct OpenOptions {
@@ -127,6 +157,13 @@ class FileIo {
   virtual Status CreateDir(const std::string& path) = 0;  // mkdir -p, 0700
   virtual StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;  // names only
   virtual Status SyncDir(const std::string& path) = 0;
+  // Opens `path` for appending, creating it; never follows a symlink ("is a
+  // symbolic link" in the error) and never blocks on a FIFO; InvalidArgument
+  // when it is not a regular file.
+  virtual StatusOr<std::unique_ptr<AppendFile>> NewAppendFile(const std::string& path,
+                                                              const AppendOptions& opts) = 0;
+  // The Logger for messages about this FileIo's files (and its users').
+  virtual Logger* logger() { return StderrLogger(); }
   // rename(2): replaces `to` atomically (both in one directory).
   virtual Status Rename(const std::string& from, const std::string& to) {
     (void)from, (void)to;
@@ -156,10 +193,17 @@ class FileIo {
 // io_uring when the kernel allows it (else POSIX, logged once to stderr), or
 // as `engine` asks. kUring when io_uring is unavailable also falls back to
 // POSIX (logged): use MakeUringFileIo to treat that as an error. Never null.
-std::unique_ptr<FileIo> MakeFileIo(IoEngine engine = IoEngine::kAuto);
-std::unique_ptr<FileIo> MakePosixFileIo();
+// `logger` (null: stderr) gets the fallback notice and becomes the FileIo's logger().
+std::unique_ptr<FileIo> MakeFileIo(IoEngine engine = IoEngine::kAuto, Logger* logger = nullptr);
+std::unique_ptr<FileIo> MakePosixFileIo(Logger* logger = nullptr);
 // Null with a reason when io_uring is unavailable (kernel, seccomp, rlimit).
-StatusOr<std::unique_ptr<FileIo>> MakeUringFileIo();
+StatusOr<std::unique_ptr<FileIo>> MakeUringFileIo(Logger* logger = nullptr);
+
+// Replaces `path` with `data` atomically: written to `tmp_path` (same
+// directory), then renamed over `path`; `tmp_path` is removed on failure.
+// Not synced: for diagnostic files a reader polls, not for data.
+Status WriteFileAtomic(FileIo& io, const std::string& path, const std::string& tmp_path, std::string_view data,
+                       const AppendOptions& opts);
 
 // Forwards every call to a target; override one call to change it (tests).
 class FileIoWrapper : public FileIo {
@@ -185,6 +229,10 @@ class FileIoWrapper : public FileIo {
   Status Rename(const std::string& f, const std::string& t) override { return target_->Rename(f, t); }
   StatusOr<FileHandle> LockFile(const std::string& p) override { return target_->LockFile(p); }
   StatusOr<FsSpace> SpaceOf(const std::string& p) override { return target_->SpaceOf(p); }
+  StatusOr<std::unique_ptr<AppendFile>> NewAppendFile(const std::string& p, const AppendOptions& o) override {
+    return target_->NewAppendFile(p, o);
+  }
+  Logger* logger() override { return target_->logger(); }
 
  protected:
   FileIo* target() const { return target_; }

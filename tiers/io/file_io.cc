@@ -36,14 +36,42 @@ Status RunOne(FileIo& io, IoRequest::Op op, const FileHandle& f, uint64_t offset
 
 // io_uring is unavailable for the whole process when it is for one thread
 // (kernel, seccomp, sysctl), so say so once, not once per tier.
-void LogFallbackOnce(const Status& why) {
+void LogFallbackOnce(const Status& why, Logger* logger) {
   static std::once_flag once;
-  std::call_once(once, [&] {
-    std::fprintf(stderr, "spillway: %s; using POSIX pread/pwrite\n", why.message().c_str());
-  });
+  std::call_once(once, [&] { logger->Log(LogLevel::kWarning, why.message() + "; using POSIX pread/pwrite"); });
 }
 
+class StderrLoggerImpl final : public Logger {
+ public:
+  void Log(LogLevel, std::string_view message) override {
+    // One write per line, so lines from several threads never interleave.
+    std::string line = "spillway: ";
+    line += message;
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+};
+
 }  // namespace
+
+Logger* StderrLogger() {
+  static StderrLoggerImpl* logger = new StderrLoggerImpl;  // never destroyed: usable from exit handlers
+  return logger;
+}
+
+Status WriteFileAtomic(FileIo& io, const std::string& path, const std::string& tmp_path, std::string_view data,
+                       const AppendOptions& opts) {
+  AppendOptions o = opts;
+  o.truncate = true;
+  auto f = io.NewAppendFile(tmp_path, o);
+  if (!f.ok()) return f.status();
+  Status st = (*f)->Append(data);
+  Status closed = (*f)->Close();
+  if (st.ok()) st = closed;
+  if (st.ok()) st = io.Rename(tmp_path, path);
+  if (!st.ok()) (void)io.Remove(tmp_path);
+  return st;
+}
 
 Status FileIo::Read(const FileHandle& f, uint64_t offset, void* buf, size_t len) {
   return RunOne(*this, IoRequest::Op::kRead, f, offset, buf, len);
@@ -55,12 +83,12 @@ Status FileIo::Write(const FileHandle& f, uint64_t offset, const void* buf, size
   return RunOne(*this, IoRequest::Op::kWrite, f, offset, const_cast<void*>(buf), len);
 }
 
-std::unique_ptr<FileIo> MakeFileIo(IoEngine engine) {
-  if (engine == IoEngine::kPosix) return MakePosixFileIo();
-  StatusOr<std::unique_ptr<FileIo>> uring = MakeUringFileIo();
+std::unique_ptr<FileIo> MakeFileIo(IoEngine engine, Logger* logger) {
+  if (engine == IoEngine::kPosix) return MakePosixFileIo(logger);
+  StatusOr<std::unique_ptr<FileIo>> uring = MakeUringFileIo(logger);
   if (uring.ok()) return std::move(uring).value();
-  LogFallbackOnce(uring.status());
-  return MakePosixFileIo();
+  LogFallbackOnce(uring.status(), logger != nullptr ? logger : StderrLogger());
+  return MakePosixFileIo(logger);
 }
 
 }  // namespace spillway

@@ -411,6 +411,72 @@ Status MemFileIo::SyncDir(const std::string& raw) {
   return Status::OK();
 }
 
+namespace {
+
+class MemAppendFile final : public AppendFile {
+ public:
+  MemAppendFile(FileHandle h, MemFileIo* io) : h_(std::move(h)), io_(io) {}
+  // The end is read, then written: AppendFile's callers synchronize, so it
+  // stays the end in between.
+  Status Append(std::string_view data) override {
+    if (!h_.is_open()) return Status::FromErrno(EBADF, Quoted("write", h_.path));
+    if (data.empty()) return Status::OK();
+    auto end = io_->FileSize(h_);
+    if (!end.ok()) return end.status();
+    return io_->Write(h_, *end, data.data(), data.size());
+  }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return io_->Close(h_); }
+
+ private:
+  FileHandle h_;
+  MemFileIo* io_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AppendFile>> MemFileIo::NewAppendFile(const std::string& raw, const AppendOptions& opts) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = nodes_.find(Normalize(raw));
+    if (it != nodes_.end() && it->second.type == FileInfo::Type::kSymlink) {
+      return Status::IOError(raw + " is a symbolic link; refusing to follow it");
+    }
+    if (it != nodes_.end() && it->second.type != FileInfo::Type::kRegular) {
+      return Status::InvalidArgument(raw + " is not a regular file");
+    }
+  }
+  OpenOptions o;
+  o.create = o.write = true;
+  o.try_direct = false;
+  auto h = Open(raw, o);
+  if (!h.ok()) return h.status();
+  if (opts.truncate) {
+    SPILLWAY_RETURN_IF_ERROR(Truncate(*h, 0));
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = nodes_.find(Normalize(raw)); it != nodes_.end()) it->second.mode = opts.mode & 07777;
+  }
+  return std::unique_ptr<AppendFile>(std::make_unique<MemAppendFile>(std::move(*h), this));
+}
+
+Status MemFileIo::Rename(const std::string& raw_from, const std::string& raw_to) {
+  const std::string from = Normalize(raw_from), to = Normalize(raw_to);
+  const std::string what = "rename '" + raw_from + "' to '" + raw_to + "'";
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(from);
+  if (it == nodes_.end()) return Status::FromErrno(ENOENT, what);
+  if (it->second.type == FileInfo::Type::kDirectory) return Status::NotSupported(what + ": directories stay put");
+  if (Status p = CheckParentLocked(to, "rename"); !p.ok()) return Status::FromErrno(ENOENT, what);
+  if (auto dst = nodes_.find(to); dst != nodes_.end()) {
+    if (dst->second.type == FileInfo::Type::kDirectory) return Status::FromErrno(EISDIR, what);
+    nodes_.erase(dst);
+  }
+  Node n = std::move(it->second);
+  nodes_.erase(it);
+  nodes_.emplace(to, std::move(n));
+  return Status::OK();
+}
+
 Status MemFileIo::Symlink(const std::string& target, const std::string& raw) {
   (void)target;  // never followed, so only its existence as a link matters
   const std::string path = Normalize(raw);

@@ -16,8 +16,7 @@
 //     past it, writes and Allocate fail with ENOSPC (Status NoSpace);
 //   - open/remove follow POSIX: a removed file stays readable through handles
 //     open on it; symlinks are never followed; mkdir -p gives 0700, files 0600.
-// Paths are absolute; "/" always exists. AppendFile, Rename and Logger are
-// those of file_io.h.
+// Paths are absolute; "/" always exists.
 //
 // Thread-safety: every method may be called from any number of threads.
 #pragma once
@@ -37,6 +36,7 @@ class MemFileIo : public FileIo {
   struct Options {
     uint64_t capacity_bytes = 0;  // 0: unlimited
     bool direct = true;           // false: refuse O_DIRECT like tmpfs before Linux 6.6
+    Logger* logger = nullptr;     // null: stderr
   };
   MemFileIo() : MemFileIo(Options{}) {}
   explicit MemFileIo(Options options);
@@ -63,6 +63,8 @@ class MemFileIo : public FileIo {
   // The lock is held while the returned handle's file is open (Close or the
   // last copy going away releases it).
   StatusOr<FileHandle> LockFile(const std::string& path) override;
+  StatusOr<std::unique_ptr<AppendFile>> NewAppendFile(const std::string& path, const AppendOptions& opts) override;
+  Logger* logger() override { return options_.logger != nullptr ? options_.logger : StderrLogger(); }
 
   // Test staging: a symlink at `link` (to `target`, never followed), and a
   // path that Stat reports as owned by another user.

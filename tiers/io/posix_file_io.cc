@@ -314,6 +314,63 @@ Status PosixFileIo::SyncDir(const std::string& path) {
   return s;
 }
 
+namespace {
+
+class PosixAppendFile final : public AppendFile {
+ public:
+  PosixAppendFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixAppendFile() override { (void)Close(); }
+  Status Append(std::string_view data) override {
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(fd_, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Status::FromErrno(n < 0 ? errno : EIO, Quoted("write", path_));
+      off += static_cast<size_t>(n);
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    while (::fdatasync(fd_) != 0) {
+      if (errno != EINTR) return Status::FromErrno(errno, Quoted("fdatasync", path_));
+    }
+    return Status::OK();
+  }
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0 && errno != EINTR) return Status::FromErrno(errno, Quoted("close", path_));
+    return Status::OK();
+  }
+
+ private:
+  int fd_;
+  const std::string path_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AppendFile>> PosixFileIo::NewAppendFile(const std::string& path, const AppendOptions& opts) {
+  // O_NONBLOCK so a FIFO planted at the path cannot hang the open; cleared below.
+  int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  if (opts.truncate) flags |= O_TRUNC;
+  const int fd = ::open(path.c_str(), flags, opts.mode);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status::IOError(path + " is a symbolic link; refusing to follow it");
+    return Status::FromErrno(errno, Quoted("open", path));
+  }
+  auto file = std::make_unique<PosixAppendFile>(fd, path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(path + " is not a regular file");
+  }
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  if (opts.truncate) (void)::fchmod(fd, opts.mode);  // the umask must not narrow it
+  return std::unique_ptr<AppendFile>(std::move(file));
+}
+
 Status PosixFileIo::Rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return Status::FromErrno(errno, Quoted("rename", from) + " to '" + to + "'");
@@ -355,6 +412,6 @@ StatusOr<FileHandle> PosixFileIo::LockFile(const std::string& path) {
 
 namespace spillway {
 
-std::unique_ptr<FileIo> MakePosixFileIo() { return std::make_unique<io_internal::PosixFileIo>(); }
+std::unique_ptr<FileIo> MakePosixFileIo(Logger* logger) { return std::make_unique<io_internal::PosixFileIo>(logger); }
 
 }  // namespace spillway

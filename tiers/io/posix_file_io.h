@@ -31,7 +31,9 @@ Status TransferBlocking(IoRequest& r);
 
 class PosixFileIo : public FileIo {
  public:
+  explicit PosixFileIo(Logger* logger = nullptr) : logger_(logger != nullptr ? logger : StderrLogger()) {}
   const char* name() const override { return "posix"; }
+  Logger* logger() override { return logger_; }
   StatusOr<FileHandle> Open(const std::string& path, const OpenOptions& opts) override;
   Status Close(FileHandle& file) override;
   // Synchronous: runs requests one after another; `queue_depth` is ignored.
@@ -52,6 +54,10 @@ class PosixFileIo : public FileIo {
   Status Rename(const std::string& from, const std::string& to) override;
   StatusOr<FileHandle> LockFile(const std::string& path) override;
   StatusOr<FsSpace> SpaceOf(const std::string& path) override;
+  StatusOr<std::unique_ptr<AppendFile>> NewAppendFile(const std::string& path, const AppendOptions& opts) override;
+
+ private:
+  Logger* const logger_;
 };
 
 }  // namespace spillway::io_internal

@@ -115,6 +115,7 @@ thread_local ThreadRing t_ring;
 
 class UringFileIo final : public PosixFileIo {
  public:
+  using PosixFileIo::PosixFileIo;
   const char* name() const override { return "io_uring"; }
   Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) override;
 };
@@ -145,8 +146,8 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
     // not on this thread now: serve the batch synchronously rather than fail.
     static std::once_flag logged;
     std::call_once(logged, [&] {
-      std::fprintf(stderr, "spillway: io_uring ring setup failed on a thread (%s); using pread/pwrite there\n",
-                   RingInitReason(tr.err).c_str());
+      logger()->Log(LogLevel::kWarning, "io_uring ring setup failed on a thread (" + RingInitReason(tr.err) +
+                                            "); using pread/pwrite there");
     });
     return PosixFileIo::SubmitAndWait(requests, queue_depth);
   }
@@ -248,12 +249,12 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
 
 namespace spillway {
 
-StatusOr<std::unique_ptr<FileIo>> MakeUringFileIo() {
+StatusOr<std::unique_ptr<FileIo>> MakeUringFileIo(Logger* logger) {
   // Setting up this thread's ring is the probe: it fails exactly the way a
   // later use would (ENOSYS, EPERM from seccomp, ENOMEM from RLIMIT_MEMLOCK).
   io_internal::ThreadRing& tr = io_internal::t_ring;
   if (!tr.Init()) return Status::NotSupported("io_uring unavailable: " + io_internal::RingInitReason(tr.err));
-  return std::unique_ptr<FileIo>(std::make_unique<io_internal::UringFileIo>());
+  return std::unique_ptr<FileIo>(std::make_unique<io_internal::UringFileIo>(logger));
 }
 
 }  // namespace spillway

@@ -305,3 +305,47 @@ TEST_CASE("many threads share one FileIo") {
 
 }  // namespace
 }  // namespace spillway
+
+namespace spillway {
+namespace {
+
+TEST_CASE("AppendFile appends, refuses symlinks and non-files - WriteFileAtomic replaces by rename") {
+  ForEachIo([](FileIo& io) {
+    TempDir dir("io");
+    REQUIRE(io.CreateDir(dir.path()).ok());
+    const std::string log = dir.sub("events.log");
+    {
+      auto f = io.NewAppendFile(log, AppendOptions{});
+      REQUIRE(f.ok());
+      REQUIRE((*f)->Append("one\n").ok());
+      REQUIRE((*f)->Append("").ok());
+      REQUIRE((*f)->Sync().ok());
+      REQUIRE((*f)->Close().ok());
+    }
+    auto again = io.NewAppendFile(log, AppendOptions{});  // appends after what is there
+    REQUIRE(again.ok());
+    REQUIRE((*again)->Append("two\n").ok());
+    (*again).reset();
+    auto st = io.Stat(log);
+    REQUIRE(st.ok());
+    CHECK(st->size == 8);
+    CHECK(st->mode == 0600);
+    auto dirfile = io.NewAppendFile(dir.path(), AppendOptions{});
+    CHECK(!dirfile.ok());
+    // Atomic replace: the old contents until the rename, the new after; no temp left.
+    AppendOptions o;
+    o.mode = 0644;
+    REQUIRE(WriteFileAtomic(io, log, dir.sub(".events.tmp"), "replaced\n", o).ok());
+    st = io.Stat(log);
+    REQUIRE(st.ok());
+    CHECK(st->size == 9);
+    CHECK(st->mode == 0644);
+    CHECK(io.Stat(dir.sub(".events.tmp")).status().IsNotFound());
+    CHECK(!io.Rename(dir.sub("missing"), log).ok());
+    CHECK(!WriteFileAtomic(io, log, dir.sub("no/such/dir/tmp"), "x", o).ok());
+    CHECK(io.Stat(log)->size == 9);  // a failed replace leaves the old file
+  });
+}
+
+}  // namespace
+}  // namespace spillway
