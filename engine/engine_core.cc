@@ -27,6 +27,7 @@ EngineCore::EngineCore(Config config, EngineOptions options)
 EngineCore::~EngineCore() {
   prefetch_pool_.reset();  // finishes queued prefetches
   if (mover_) mover_->Stop();
+  http_.reset();  // no scrape may run once teardown begins
   if (dumper_) {
     (void)dumper_->DumpNow();  // a last snapshot while the objects still exist
     dumper_.reset();

@@ -2,6 +2,9 @@
 // Prometheus text (written by hand: the format is small and exact).
 #include "engine/stats_export.h"
 
+#include "spillway/version.h"
+#include "base/units.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -64,6 +67,8 @@ using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
 
 class PromWriter {
  public:
+  // `constant` labels lead every sample (metrics.labels).
+  explicit PromWriter(const std::vector<std::pair<std::string, std::string>>& constant) : constant_(constant) {}
   void Family(const char* name, const char* type, std::string_view help) {
     out_ += "# HELP spillway_";
     out_ += name;
@@ -91,6 +96,7 @@ class PromWriter {
       out_ += PrometheusEscapeLabel(v);
       out_ += '"';
     };
+    for (const auto& [k, v] : constant_) label(k.c_str(), v);
     for (const auto& [k, v] : labels) label(k, v);
     if (extra.first) label(extra.first, extra.second);
     if (!first) out_ += '}';
@@ -105,6 +111,7 @@ class PromWriter {
   std::string Take() { return std::move(out_); }
 
  private:
+  const std::vector<std::pair<std::string, std::string>>& constant_;
   std::string out_;
 };
 
@@ -129,16 +136,10 @@ std::string PrometheusEscapeLabel(std::string_view s) {
   return out;
 }
 
+// The one byte formatter (base/units FormatBytes), for doubles too.
 std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 5) {
-    b /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
+  if (!(b > 0)) return FormatBytes(0);
+  return FormatBytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b + 0.5));
 }
 
 std::string HumanMicros(double us) {
@@ -264,7 +265,13 @@ std::string StatsToJson(const EngineStats& s, int indent) {
 }
 
 std::string StatsToPrometheus(const EngineStats& s) {
-  PromWriter w;
+  PromWriter w(s.labels);
+  w.Family("build_info", "gauge", "Always 1; the labels say which spillway wrote the metrics.");
+#ifdef SPILLWAY_HAVE_CUDA
+  w.Sample("build_info", "", {{"version", SPILLWAY_VERSION}, {"cuda", "yes"}}, 1);
+#else
+  w.Sample("build_info", "", {{"version", SPILLWAY_VERSION}, {"cuda", "no"}}, 1);
+#endif
   auto tier_family = [&](const char* name, const char* type, std::string_view help, auto get,
                          bool file_only = false) {
     w.Family(name, type, help);
@@ -357,6 +364,11 @@ std::string StatsToPrometheus(const EngineStats& s) {
   w.Family("sync_demotions_total", "counter",
            "Demotions run on a caller's thread because the background mover had not made room (backpressure).");
   w.Sample("sync_demotions_total", "", {}, s.sync_demotions);
+  w.Family("event_log_lines_total", "counter", "Spill event log lines written (metrics.event_log).");
+  w.Sample("event_log_lines_total", "", {}, s.event_log_lines);
+  w.Family("event_log_dropped_lines_total", "counter",
+           "Spill event log lines dropped by the rate limit or lost to write errors.");
+  w.Sample("event_log_dropped_lines_total", "", {}, s.event_log_dropped);
   return w.Take();
 }
 
