@@ -344,24 +344,36 @@ void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& optio
   if (!all_direct) t.io.direct = false;
 }
 
-// The engine opens metrics files but creates no directory for them: the
-// directory must exist, be a directory and be writable here.
-void CheckMetricsPath(const std::string& path, const std::string& field, DiagnosticSink& sink) {
+// A metrics file's directory must exist or be creatable (its nearest
+// existing ancestor a writable directory); with options.create_dirs (Open)
+// the missing part is created here, 0755, as tier directories are.
+void CheckMetricsPath(const std::string& path, const std::string& field, const LoadOptions& options,
+                      DiagnosticSink& sink) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   std::error_code ec;
-  const fs::file_status st = fs::status(dir, ec);
-  if (!fs::exists(st)) {
-    sink.Error(field, "directory '" + dir.string() + "' of '" + path + "' does not exist",
-               "create it first: the engine does not create the directories of metrics files");
-  } else if (!fs::is_directory(st)) {
-    sink.Error(field, "'" + dir.string() + "' (the directory of '" + path + "') is not a directory");
-  } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    sink.Error(field, "directory '" + dir.string() + "' is not writable by this user");
-  }
   if (fs::is_directory(fs::symlink_status(path, ec))) {
     sink.Error(field, "'" + path + "' is a directory", "name a file inside it");
+    return;
+  }
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::path existing = dir;
+  while (!fs::exists(fs::status(existing, ec)) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(fs::status(existing, ec))) {
+    sink.Error(field, "'" + existing.string() + "' (on the way to '" + path + "') is not a directory");
+    return;
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    sink.Error(field, existing == dir ? "directory '" + dir.string() + "' is not writable by this user"
+                                      : "directory '" + dir.string() + "' does not exist and cannot be created: '" +
+                                            existing.string() + "' is not writable by this user");
+    return;
+  }
+  if (existing != dir && options.create_dirs) {
+    fs::create_directories(dir, ec);
+    if (ec) sink.Error(field, "cannot create directory '" + dir.string() + "': " + ec.message());
   }
 }
 
@@ -370,8 +382,8 @@ void CheckMetricsPath(const std::string& path, const std::string& field, Diagnos
 void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& sink,
                   std::map<std::string, PathProbe>* probes) {
   if (options.check_filesystem) {
-    CheckMetricsPath(config->metrics.event_log, "metrics.event_log", sink);
-    CheckMetricsPath(config->metrics.prometheus_file, "metrics.prometheus_file", sink);
+    CheckMetricsPath(config->metrics.event_log, "metrics.event_log", options, sink);
+    CheckMetricsPath(config->metrics.prometheus_file, "metrics.prometheus_file", options, sink);
   }
   const uint64_t physical = PhysicalMemoryBytes();
   const GpuProbe gpu = options.gpu ? *options.gpu : DetectGpus();

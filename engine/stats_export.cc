@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <vector>
 
 namespace spillway {
 namespace {
@@ -168,42 +169,65 @@ double LatencyQuantileMicros(const BoundaryStats& b, double q) {
   return BucketUpperMicros(kLatencyBuckets - 2);
 }
 
-std::string FormatStatsTable(const EngineStats& s) {
+namespace {
+
+// Columns as wide as their widest cell (a long tier name widens its column
+// instead of breaking the row); the first `left` columns are left-aligned,
+// the rest (numbers) right-aligned.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows, size_t left) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    if (width.size() < r.size()) width.resize(r.size(), 0);
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
   std::string out;
-  char line[512];
-  std::snprintf(line, sizeof(line), "%-12s %-5s %9s %11s %11s %5s %11s %8s %8s %8s %8s %8s %11s %11s %6s %6s\n",
-                "tier", "kind", "objects", "used", "capacity", "use%", "pinned", "hits", "dem.in", "dem.out",
-                "prom.in", "prom.out", "written", "read", "ratio", "errors");
-  out += line;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (c) line += "  ";
+      const std::string pad(width[c] - r[c].size(), ' ');
+      line += c < left ? r[c] + pad : pad + r[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string U(uint64_t v) { return std::to_string(v); }
+std::string F(const char* fmt, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatStatsTable(const EngineStats& s) {
+  std::vector<std::vector<std::string>> tiers = {{"tier", "kind", "objects", "used", "capacity", "use%", "pinned",
+                                                  "hits", "dem.in", "dem.out", "prom.in", "prom.out", "written",
+                                                  "read", "ratio", "errors"}};
   for (const TierStats& t : s.tiers) {
     const double pct = t.capacity_bytes ? 100.0 * static_cast<double>(t.used_bytes) / t.capacity_bytes : 0.0;
-    std::snprintf(line, sizeof(line),
-                  "%-12s %-5s %9llu %11s %11s %5.1f %11s %8llu %8llu %8llu %8llu %8llu %11s %11s %6.3f %6llu\n",
-                  t.name.c_str(), t.kind.c_str(), static_cast<ull>(t.objects), HumanBytes(t.used_bytes).c_str(),
-                  HumanBytes(t.capacity_bytes).c_str(), pct, HumanBytes(t.pinned_bytes).c_str(),
-                  static_cast<ull>(t.hits), static_cast<ull>(t.demotions_in), static_cast<ull>(t.demotions_out),
-                  static_cast<ull>(t.promotions_in), static_cast<ull>(t.promotions_out),
-                  HumanBytes(t.bytes_written).c_str(), HumanBytes(t.bytes_read).c_str(), t.compression_ratio(),
-                  static_cast<ull>(t.checksum_failures + t.io_errors));
-    out += line;
+    tiers.push_back({t.name, t.kind, U(t.objects), HumanBytes(t.used_bytes), HumanBytes(t.capacity_bytes),
+                     F("%.1f", pct), HumanBytes(t.pinned_bytes), U(t.hits), U(t.demotions_in), U(t.demotions_out),
+                     U(t.promotions_in), U(t.promotions_out), HumanBytes(t.bytes_written), HumanBytes(t.bytes_read),
+                     F("%.3f", t.compression_ratio()), U(t.checksum_failures + t.io_errors)});
   }
+  std::string out = RenderTable(tiers, 2);
   if (!s.boundaries.empty()) {
-    std::snprintf(line, sizeof(line), "\n%-24s %-4s %9s %11s %11s %6s %9s %12s %9s %9s %8s %7s\n", "boundary", "dir",
-                  "objects", "raw", "stored", "ratio", "time", "throughput", "p50", "p99", "failures", "retries");
-    out += line;
+    std::vector<std::vector<std::string>> rows = {{"boundary", "dir", "objects", "raw", "stored", "ratio", "time",
+                                                   "throughput", "p50", "p99", "failures", "retries"}};
     for (const BoundaryStats& b : s.boundaries) {
-      const std::string name = b.from + " -> " + b.to;
       const double ratio = b.bytes ? static_cast<double>(b.stored_bytes) / b.bytes : 1.0;
-      std::snprintf(line, sizeof(line), "%-24s %-4s %9llu %11s %11s %6.3f %9s %10s/s %9s %9s %8llu %7llu\n",
-                    name.c_str(), Direction(b), static_cast<ull>(b.objects), HumanBytes(b.bytes).c_str(),
-                    HumanBytes(b.stored_bytes).c_str(), ratio, HumanMicros(b.nanos / 1e3).c_str(),
-                    HumanBytes(b.throughput_bytes_per_s()).c_str(),
-                    HumanMicros(LatencyQuantileMicros(b, 0.5)).c_str(),
-                    HumanMicros(LatencyQuantileMicros(b, 0.99)).c_str(), static_cast<ull>(b.failures),
-                    static_cast<ull>(b.retries));
-      out += line;
+      rows.push_back({b.from + " -> " + b.to, Direction(b), U(b.objects), HumanBytes(b.bytes),
+                      HumanBytes(b.stored_bytes), F("%.3f", ratio), HumanMicros(b.nanos / 1e3),
+                      HumanBytes(b.throughput_bytes_per_s()) + "/s", HumanMicros(LatencyQuantileMicros(b, 0.5)),
+                      HumanMicros(LatencyQuantileMicros(b, 0.99)), U(b.failures), U(b.retries)});
     }
+    out += "\n" + RenderTable(rows, 2);
   }
+  char line[512];
   std::snprintf(line, sizeof(line),
                 "\nobjects %llu  puts %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu\n",
                 static_cast<ull>(s.objects), static_cast<ull>(s.puts), static_cast<ull>(s.gets),

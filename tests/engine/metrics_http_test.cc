@@ -182,3 +182,26 @@ TEST_CASE("metrics http: a real engine scraped on 127.0.0.1 passes promtool chec
   }
   CHECK_MESSAGE(Promtool(body, dir.path()) == "", body.substr(0, 2000));
 }
+
+TEST_CASE("stats table: columns sized to their contents; a long tier name keeps the rows aligned") {
+  EngineStats s;
+  for (const char* name : {"host", "a-very-long-tier-name-on-nvme-0"}) {
+    TierStats t;
+    t.name = name;
+    t.kind = "file";
+    t.capacity_bytes = 256ull << 20;
+    t.used_bytes = 3ull << 29;
+    s.tiers.push_back(t);
+  }
+  const std::string table = FormatStatsTable(s);
+  std::vector<std::string> lines;
+  for (size_t p = 0, e; (e = table.find('\n', p)) != std::string::npos && e > p; p = e + 1) {
+    lines.push_back(table.substr(p, e - p));
+  }
+  REQUIRE(lines.size() == 3);  // header + two tiers (the last column is right-aligned)
+  CHECK(lines[0].size() == lines[1].size());
+  CHECK(lines[1].size() == lines[2].size());
+  CHECK(lines[2].rfind("a-very-long-tier-name-on-nvme-0  file", 0) == 0);
+  CHECK(table.find("256 MiB") != std::string::npos);  // the one byte formatter
+  CHECK(table.find("1.5 GiB") != std::string::npos);
+}
