@@ -271,7 +271,8 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
       if (any) shown.push_back(&s);
     }
     if (shown.empty()) {
-      gp << "unset logscale\nset label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
+      gp << "unset logscale\nset format x '%g'\nset format y '%g'\nunset xtics\nunset ytics\n"
+         << "set label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
       continue;
     }
     std::vector<std::string> plots;
@@ -301,7 +302,8 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
     gp << "set ylabel 'x reference'\nset xtics rotate by 30 right font ',7'\nset style fill solid 0.7 border -1\n";
     gp << "set boxwidth 0.7 absolute\nset xrange [-0.6:" << rows.size() - 0.4 << "]\nset xtics (";
     for (size_t i = 0; i < rows.size(); ++i) {
-      std::string label = rows[i]->id;
+      std::string label = rows[i]->id;  // "codec.int64.lz4.compress": the section's prefix said once, in the title
+      if (const size_t dot = label.find('.'); dot != std::string::npos && rows.size() > 1) label = label.substr(dot + 1);
       std::replace(label.begin(), label.end(), '\'', '`');
       gp << (i ? ", " : "") << "'" << label << "' " << i;
     }
