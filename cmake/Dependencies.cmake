@@ -73,6 +73,7 @@ function(spillway_component name)
   # "tiers/tier.h" (the source root, never installed).
   target_include_directories(spillway_${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:include>)
 endfunction()

@@ -20,3 +20,54 @@ install(FILES ${PROJECT_BINARY_DIR}/spillwayConfig.cmake ${PROJECT_BINARY_DIR}/s
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/spillway)
 install(FILES ${PROJECT_SOURCE_DIR}/cmake/Dependencies.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/spillway
         RENAME spillwayDependencies.cmake)
+
+# The generated version header (spillway/version.h) with the public headers.
+install(FILES ${PROJECT_BINARY_DIR}/include/spillway/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spillway)
+
+# pkg-config: `pkg-config --cflags --libs spillway`.
+set(SPILLWAY_PC_CFLAGS "")
+set(SPILLWAY_PC_LIBS "")
+if(SPILLWAY_HAVE_CUDA)
+  set(SPILLWAY_PC_CFLAGS " -DSPILLWAY_HAVE_CUDA=1")
+  if(SPILLWAY_STATIC_DEPS)
+    set(SPILLWAY_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
+  else()
+    set(SPILLWAY_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart")
+  endif()
+endif()
+file(RELATIVE_PATH SPILLWAY_PC_UP "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")  # ../.. : the prefix from the .pc
+configure_file(${PROJECT_SOURCE_DIR}/cmake/spillway.pc.in ${PROJECT_BINARY_DIR}/spillway.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/spillway.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# What `spillway demo` and `spillway bench` look for beside the binary
+# (<prefix>/share/spillway, see tools/cli_util.h FindDataFile).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DATADIR}/spillway/examples
+        PATTERN "embed/build" EXCLUDE)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/bench/zict_peer.py DESTINATION ${CMAKE_INSTALL_DATADIR}/spillway/bench)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${PROJECT_SOURCE_DIR}/README.md
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# Man pages, generated at build time from the CLI's own --help by help2man
+# (Debian: help2man); skipped with a message where it is absent.
+find_program(SPILLWAY_HELP2MAN help2man)
+if(SPILLWAY_HELP2MAN AND NOT CMAKE_CROSSCOMPILING)
+  set(_man_dir ${PROJECT_BINARY_DIR}/man)
+  set(_pages)
+  set(_gen ${PROJECT_SOURCE_DIR}/cmake/help2man.sh)
+  foreach(sub "" validate demo info stress inspect bench version)
+    if(sub STREQUAL "")
+      set(_page ${_man_dir}/spillway.1)
+    else()
+      set(_page ${_man_dir}/spillway-${sub}.1)
+    endif()
+    add_custom_command(OUTPUT ${_page}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${_man_dir}
+      COMMAND bash ${_gen} ${SPILLWAY_HELP2MAN} $<TARGET_FILE:spillway_cli> "${PROJECT_VERSION}" "${sub}" ${_page}
+      DEPENDS spillway_cli ${_gen} COMMENT "man page ${_page}" VERBATIM)
+    list(APPEND _pages ${_page})
+  endforeach()
+  add_custom_target(spillway_man ALL DEPENDS ${_pages})
+  install(FILES ${_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(STATUS "spillway: man pages skipped: help2man not found (Debian: apt-get install help2man)")
+endif()

@@ -274,15 +274,28 @@ void SchemaReader::ReadPolicy(const ConfigNode& n) {
 void SchemaReader::ReadMetrics(const ConfigNode& n) {
   if (!values_.ExpectMap(n, "metrics", "a map of metrics settings")) return;
   values_.CheckKeys(n, "metrics", {"prometheus_file", "dump_interval_s", "event_log",
-                                   "event_sample", "event_rate_limit"});
+                                   "event_sample", "event_rate_limit", "labels", "listen"});
   MetricsConfig& m = base_.metrics;
   for (const auto& [key, value] : n.entries) {
     if (!key.is_scalar()) continue;
     std::string path = "metrics." + key.scalar;
     base_origins_.Set(path, ValueReader::At(value, path));
-    if (key.scalar == "prometheus_file" || key.scalar == "event_log") {
+    if (key.scalar == "prometheus_file" || key.scalar == "event_log" || key.scalar == "listen") {
       if (auto s = values_.String(value, path)) {
-        (key.scalar == "event_log" ? m.event_log : m.prometheus_file) = *s;
+        (key.scalar == "event_log" ? m.event_log : key.scalar == "listen" ? m.listen : m.prometheus_file) = *s;
+      }
+    } else if (key.scalar == "labels") {
+      // A map of label name -> string; names are checked by the validator.
+      m.labels_set = true;
+      m.labels.clear();
+      if (value.is_null()) continue;
+      if (!values_.ExpectMap(value, path, "a map of label name -> value, e.g. {worker: w1}")) continue;
+      values_.CheckKeys(value, path, {});
+      for (const auto& [lk, lv] : value.entries) {
+        if (!lk.is_scalar()) continue;
+        const std::string lpath = path + "." + lk.scalar;
+        base_origins_.Set(lpath, ValueReader::At(lv, lpath));
+        if (auto s = values_.String(lv, lpath)) m.labels.emplace_back(lk.scalar, *s);
       }
     } else if (key.scalar == "dump_interval_s" || key.scalar == "event_sample") {
       if (auto x = values_.Number(value, path)) {

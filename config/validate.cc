@@ -1,6 +1,8 @@
 // Value rules and machine rules for a tier chain; see validate.h.
 #include "config/validate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -198,6 +200,51 @@ void CheckDirectories(const Config& config, DiagnosticSink& sink) {
   }
 }
 
+// Label names the exporter uses itself, or that Prometheus reserves.
+constexpr std::string_view kReservedLabels[] = {"tier", "kind", "from", "to", "direction", "op", "le",
+                                                "version", "cuda", "http"};
+
+void CheckMetricsLabels(const MetricsConfig& m, DiagnosticSink& sink) {
+  std::set<std::string> seen;
+  for (const auto& [name, value] : m.labels) {
+    const std::string f = "metrics.labels." + name;
+    const bool valid = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+    if (!valid) {
+      sink.Error(f, "label name '" + name + "' is not a Prometheus label name",
+                 "letters, digits and '_', not starting with a digit, e.g. worker");
+    } else if (name.rfind("__", 0) == 0) {
+      sink.Error(f, "label names starting with '__' are reserved by Prometheus");
+    } else if (std::find(std::begin(kReservedLabels), std::end(kReservedLabels), name) != std::end(kReservedLabels)) {
+      sink.Error(f, "label '" + name + "' is set by spillway itself on some series", "choose another name, e.g. worker");
+    }
+    if (!seen.insert(name).second) sink.Error(f, "label '" + name + "' is given twice");
+  }
+}
+
+// "HOST:PORT" with an IPv4 address or "localhost" and a port 1..65535.
+void CheckListen(const std::string& listen, DiagnosticSink& sink) {
+  if (listen.empty()) return;
+  const size_t colon = listen.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
+  char* end = nullptr;
+  const long p = port.empty() ? 0 : std::strtol(port.c_str(), &end, 10);
+  bool host_ok = host == "localhost";
+  if (!host_ok) {
+    int a, b, c, d;
+    char tail;
+    host_ok = std::sscanf(host.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a >= 0 && a < 256 &&
+              b >= 0 && b < 256 && c >= 0 && c < 256 && d >= 0 && d < 256;
+  }
+  if (!host_ok || port.empty() || *end != '\0' || p < 1 || p > 65535) {
+    sink.Error("metrics.listen", "'" + listen + "' is not an address to listen on",
+               "HOST:PORT with an IPv4 address or localhost, e.g. 127.0.0.1:9464");
+  }
+}
+
 void CheckChain(const Config& config, DiagnosticSink& sink) {
   if (config.tiers.empty()) {
     sink.Error("tiers", "the tier chain is empty", "add at least one tier");
@@ -255,6 +302,8 @@ void CheckConfigValues(const Config& config, DiagnosticSink& sink) {
   if (m.event_rate_limit == 0) {
     sink.Error("metrics.event_rate_limit", "event_rate_limit must be at least 1 line per second");
   }
+  CheckMetricsLabels(m, sink);
+  CheckListen(m.listen, sink);
   for (size_t i = 0; i < config.tiers.size(); ++i) CheckTier(config.tiers[i], TierField(i), sink);
   CheckChain(config, sink);
 }
@@ -358,10 +407,47 @@ void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& optio
   if (!all_direct) t.io.direct = false;
 }
 
+// A metrics file's directory must exist or be creatable (its nearest
+// existing ancestor a writable directory); with options.create_dirs (Open)
+// the missing part is created here, 0755, as tier directories are.
+void CheckMetricsPath(const std::string& path, const std::string& field, const LoadOptions& options,
+                      DiagnosticSink& sink) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    sink.Error(field, "'" + path + "' is a directory", "name a file inside it");
+    return;
+  }
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::path existing = dir;
+  while (!fs::exists(fs::status(existing, ec)) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(fs::status(existing, ec))) {
+    sink.Error(field, "'" + existing.string() + "' (on the way to '" + path + "') is not a directory");
+    return;
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    sink.Error(field, existing == dir ? "directory '" + dir.string() + "' is not writable by this user"
+                                      : "directory '" + dir.string() + "' does not exist and cannot be created: '" +
+                                            existing.string() + "' is not writable by this user");
+    return;
+  }
+  if (existing != dir && options.create_dirs) {
+    fs::create_directories(dir, ec);
+    if (ec) sink.Error(field, "cannot create directory '" + dir.string() + "': " + ec.message());
+  }
+}
+
 }  // namespace
 
 void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& sink,
                   std::map<std::string, PathProbe>* probes) {
+  if (options.check_filesystem) {
+    CheckMetricsPath(config->metrics.event_log, "metrics.event_log", options, sink);
+    CheckMetricsPath(config->metrics.prometheus_file, "metrics.prometheus_file", options, sink);
+  }
   const uint64_t physical = PhysicalMemoryBytes();
   const GpuProbe gpu = options.gpu ? *options.gpu : DetectGpus();
   const std::vector<uint64_t>& gpus = gpu.device_total_bytes;

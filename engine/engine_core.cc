@@ -31,6 +31,7 @@ EngineCore::EngineCore(Config config, EngineOptions options)
 EngineCore::~EngineCore() {
   prefetch_pool_.reset();  // finishes queued prefetches
   if (mover_) mover_->Stop();
+  http_.reset();  // no scrape may run once teardown begins
   closing_ = true;
   checkpoint_pool_.reset();  // finishes a checkpoint in flight
   // A clean close is a last Flush: erase marks still queued reach the disk,

@@ -20,6 +20,7 @@
 #include "engine/event_log.h"
 #include "engine/eviction_policy.h"
 #include "engine/metrics_dumper.h"
+#include "engine/metrics_http.h"
 #include "engine/object_index.h"
 #include "base/striped_counter.h"
 #include "tiers/host_tier.h"
@@ -185,6 +186,8 @@ class EngineCore final : public Engine {
   std::unique_ptr<Mover> mover_;
   std::unique_ptr<EventLog> event_log_;     // null when metrics.event_log is off
   std::unique_ptr<MetricsDumper> dumper_;   // null when metrics.prometheus_file is off
+  std::unique_ptr<MetricsHttpServer> http_; // null when metrics.listen is off
+  std::vector<std::pair<std::string, std::string>> metrics_labels_;  // resolved metrics.labels
   std::unique_ptr<BoundaryCounters[]> boundaries_;
   // Bumped by every Get hit and pin/unpin: striped so concurrent readers do
   // not contend on one cache line.

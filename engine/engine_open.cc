@@ -1,6 +1,9 @@
 // Engine::Open: validates the config, builds the tiers, recovers persistent
 // file tiers, and starts the mover. Also EngineCore::Stats.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <unordered_map>
 
@@ -14,6 +17,22 @@
 #include "tiers/file_tier.h"
 
 namespace spillway {
+namespace internal {
+namespace {
+// metrics.labels, or when the config sets none, {engine="<pid>"} (".<n>"
+// appended for the n-th engine of the process), so two engines on a node
+// never write the same series.
+std::vector<std::pair<std::string, std::string>> DefaultMetricsLabels(const MetricsConfig& m) {
+  if (m.labels_set) return m.labels;
+  static std::atomic<uint64_t> opened{0};
+  const uint64_t n = opened.fetch_add(1) + 1;
+  std::string id = std::to_string(::getpid());
+  if (n > 1) id += "." + std::to_string(n);
+  return {{"engine", id}};
+}
+
+}  // namespace
+}  // namespace internal
 
 StatusOr<std::unique_ptr<Engine>> Engine::Open(const Config& config, const EngineOptions& options) {
   LoadOptions lo;
@@ -171,6 +190,7 @@ Status EngineCore::Init() {
   }
   checkpoint_pool_ = std::make_unique<ThreadPool>(1);
 
+  metrics_labels_ = DefaultMetricsLabels(config_.metrics);
   auto log = EventLog::Open(config_.metrics, nullptr, diag_io, logger);
   if (!log.ok()) return log.status().WithContext("metrics.event_log");
   event_log_ = std::move(*log);
@@ -178,6 +198,11 @@ Status EngineCore::Init() {
     dumper_ = std::make_unique<MetricsDumper>([this] { return Stats(); }, config_.metrics.prometheus_file,
                                               config_.metrics.dump_interval_s, diag_io, logger);
     SPILLWAY_RETURN_IF_ERROR(dumper_->DumpNow().WithContext("metrics.prometheus_file"));
+  }
+  if (!config_.metrics.listen.empty()) {
+    auto http = MetricsHttpServer::Start(config_.metrics.listen, [this] { return StatsToPrometheus(Stats()); });
+    if (!http.ok()) return http.status();
+    http_ = std::move(*http);
   }
 
   std::vector<Tier*> chain;
@@ -256,6 +281,11 @@ EngineStats EngineCore::Stats() {
   s.misses = r(misses_);
   s.erases = r(erases_);
   s.sync_demotions = r(sync_demotions_);
+  if (event_log_) {
+    s.event_log_lines = event_log_->written();
+    s.event_log_dropped = event_log_->dropped();
+  }
+  s.labels = metrics_labels_;
   return s;
 }
 

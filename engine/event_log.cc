@@ -94,7 +94,13 @@ std::string EventLog::FormatLine(const MoveEvent& e, uint64_t unix_micros) {
   out += ",\"us\":";
   AppendUint(out, e.micros);
   out += e.down ? ",\"direction\":\"down\"" : ",\"direction\":\"up\"";
-  out += e.ok ? ",\"outcome\":\"ok\"}\n" : ",\"outcome\":\"failed\"}\n";
+  if (e.ok) {
+    out += ",\"outcome\":\"ok\"}\n";
+  } else {
+    out += ",\"outcome\":\"failed\",\"error\":";
+    AppendJsonString(out, e.error.empty() ? std::string_view("unspecified") : e.error);
+    out += "}\n";
+  }
   return out;
 }
 

@@ -5,6 +5,8 @@
 //    "stored":524288,"from":"host","to":"disk","codec":"lz4","ratio":0.5,
 //    "us":412,"direction":"down","outcome":"ok"}
 //
+// A failed move has "outcome":"failed" and an "error" field saying why.
+//
 // The key itself is never written: key_hash is the xxh3-64 of its bytes (hex),
 // so a user can find a key's lines by hashing it. Sampling is by key (a
 // sampled key has all its moves logged, so one object's path through the
@@ -42,6 +44,7 @@ struct MoveEvent {
   bool down;                  // demotion (true) or promotion
   uint64_t micros;            // time the move (or its batch) took
   bool ok;                    // false: the move was abandoned
+  std::string_view error = {};  // why it was abandoned (Status::ToString()); "unspecified" when empty
 };
 
 class EventLog {

@@ -2,12 +2,16 @@
 // Prometheus text (written by hand: the format is small and exact).
 #include "engine/stats_export.h"
 
+#include "spillway/version.h"
+#include "base/units.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <vector>
 
 namespace spillway {
 namespace {
@@ -64,6 +68,8 @@ using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
 
 class PromWriter {
  public:
+  // `constant` labels lead every sample (metrics.labels).
+  explicit PromWriter(const std::vector<std::pair<std::string, std::string>>& constant) : constant_(constant) {}
   void Family(const char* name, const char* type, std::string_view help) {
     out_ += "# HELP spillway_";
     out_ += name;
@@ -91,6 +97,7 @@ class PromWriter {
       out_ += PrometheusEscapeLabel(v);
       out_ += '"';
     };
+    for (const auto& [k, v] : constant_) label(k.c_str(), v);
     for (const auto& [k, v] : labels) label(k, v);
     if (extra.first) label(extra.first, extra.second);
     if (!first) out_ += '}';
@@ -105,6 +112,7 @@ class PromWriter {
   std::string Take() { return std::move(out_); }
 
  private:
+  const std::vector<std::pair<std::string, std::string>>& constant_;
   std::string out_;
 };
 
@@ -129,16 +137,10 @@ std::string PrometheusEscapeLabel(std::string_view s) {
   return out;
 }
 
+// The one byte formatter (base/units FormatBytes), for doubles too.
 std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 5) {
-    b /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
+  if (!(b > 0)) return FormatBytes(0);
+  return FormatBytes(b >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(b + 0.5));
 }
 
 std::string HumanMicros(double us) {
@@ -167,42 +169,65 @@ double LatencyQuantileMicros(const BoundaryStats& b, double q) {
   return BucketUpperMicros(kLatencyBuckets - 2);
 }
 
-std::string FormatStatsTable(const EngineStats& s) {
+namespace {
+
+// Columns as wide as their widest cell (a long tier name widens its column
+// instead of breaking the row); the first `left` columns are left-aligned,
+// the rest (numbers) right-aligned.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows, size_t left) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    if (width.size() < r.size()) width.resize(r.size(), 0);
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
   std::string out;
-  char line[512];
-  std::snprintf(line, sizeof(line), "%-12s %-5s %9s %11s %11s %5s %11s %8s %8s %8s %8s %8s %11s %11s %6s %6s\n",
-                "tier", "kind", "objects", "used", "capacity", "use%", "pinned", "hits", "dem.in", "dem.out",
-                "prom.in", "prom.out", "written", "read", "ratio", "errors");
-  out += line;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (c) line += "  ";
+      const std::string pad(width[c] - r[c].size(), ' ');
+      line += c < left ? r[c] + pad : pad + r[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string U(uint64_t v) { return std::to_string(v); }
+std::string F(const char* fmt, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatStatsTable(const EngineStats& s) {
+  std::vector<std::vector<std::string>> tiers = {{"tier", "kind", "objects", "used", "capacity", "use%", "pinned",
+                                                  "hits", "dem.in", "dem.out", "prom.in", "prom.out", "written",
+                                                  "read", "ratio", "errors"}};
   for (const TierStats& t : s.tiers) {
     const double pct = t.capacity_bytes ? 100.0 * static_cast<double>(t.used_bytes) / t.capacity_bytes : 0.0;
-    std::snprintf(line, sizeof(line),
-                  "%-12s %-5s %9llu %11s %11s %5.1f %11s %8llu %8llu %8llu %8llu %8llu %11s %11s %6.3f %6llu\n",
-                  t.name.c_str(), t.kind.c_str(), static_cast<ull>(t.objects), HumanBytes(t.used_bytes).c_str(),
-                  HumanBytes(t.capacity_bytes).c_str(), pct, HumanBytes(t.pinned_bytes).c_str(),
-                  static_cast<ull>(t.hits), static_cast<ull>(t.demotions_in), static_cast<ull>(t.demotions_out),
-                  static_cast<ull>(t.promotions_in), static_cast<ull>(t.promotions_out),
-                  HumanBytes(t.bytes_written).c_str(), HumanBytes(t.bytes_read).c_str(), t.compression_ratio(),
-                  static_cast<ull>(t.checksum_failures + t.io_errors));
-    out += line;
+    tiers.push_back({t.name, t.kind, U(t.objects), HumanBytes(t.used_bytes), HumanBytes(t.capacity_bytes),
+                     F("%.1f", pct), HumanBytes(t.pinned_bytes), U(t.hits), U(t.demotions_in), U(t.demotions_out),
+                     U(t.promotions_in), U(t.promotions_out), HumanBytes(t.bytes_written), HumanBytes(t.bytes_read),
+                     F("%.3f", t.compression_ratio()), U(t.checksum_failures + t.io_errors)});
   }
+  std::string out = RenderTable(tiers, 2);
   if (!s.boundaries.empty()) {
-    std::snprintf(line, sizeof(line), "\n%-24s %-4s %9s %11s %11s %6s %9s %12s %9s %9s %8s %7s\n", "boundary", "dir",
-                  "objects", "raw", "stored", "ratio", "time", "throughput", "p50", "p99", "failures", "retries");
-    out += line;
+    std::vector<std::vector<std::string>> rows = {{"boundary", "dir", "objects", "raw", "stored", "ratio", "time",
+                                                   "throughput", "p50", "p99", "failures", "retries"}};
     for (const BoundaryStats& b : s.boundaries) {
-      const std::string name = b.from + " -> " + b.to;
       const double ratio = b.bytes ? static_cast<double>(b.stored_bytes) / b.bytes : 1.0;
-      std::snprintf(line, sizeof(line), "%-24s %-4s %9llu %11s %11s %6.3f %9s %10s/s %9s %9s %8llu %7llu\n",
-                    name.c_str(), Direction(b), static_cast<ull>(b.objects), HumanBytes(b.bytes).c_str(),
-                    HumanBytes(b.stored_bytes).c_str(), ratio, HumanMicros(b.nanos / 1e3).c_str(),
-                    HumanBytes(b.throughput_bytes_per_s()).c_str(),
-                    HumanMicros(LatencyQuantileMicros(b, 0.5)).c_str(),
-                    HumanMicros(LatencyQuantileMicros(b, 0.99)).c_str(), static_cast<ull>(b.failures),
-                    static_cast<ull>(b.retries));
-      out += line;
+      rows.push_back({b.from + " -> " + b.to, Direction(b), U(b.objects), HumanBytes(b.bytes),
+                      HumanBytes(b.stored_bytes), F("%.3f", ratio), HumanMicros(b.nanos / 1e3),
+                      HumanBytes(b.throughput_bytes_per_s()) + "/s", HumanMicros(LatencyQuantileMicros(b, 0.5)),
+                      HumanMicros(LatencyQuantileMicros(b, 0.99)), U(b.failures), U(b.retries)});
     }
+    out += "\n" + RenderTable(rows, 2);
   }
+  char line[512];
   std::snprintf(line, sizeof(line),
                 "\nobjects %llu  puts %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu\n",
                 static_cast<ull>(s.objects), static_cast<ull>(s.puts), static_cast<ull>(s.gets),
@@ -264,7 +289,13 @@ std::string StatsToJson(const EngineStats& s, int indent) {
 }
 
 std::string StatsToPrometheus(const EngineStats& s) {
-  PromWriter w;
+  PromWriter w(s.labels);
+  w.Family("build_info", "gauge", "Always 1; the labels say which spillway wrote the metrics.");
+#ifdef SPILLWAY_HAVE_CUDA
+  w.Sample("build_info", "", {{"version", SPILLWAY_VERSION}, {"cuda", "yes"}}, 1);
+#else
+  w.Sample("build_info", "", {{"version", SPILLWAY_VERSION}, {"cuda", "no"}}, 1);
+#endif
   auto tier_family = [&](const char* name, const char* type, std::string_view help, auto get,
                          bool file_only = false) {
     w.Family(name, type, help);
@@ -357,6 +388,11 @@ std::string StatsToPrometheus(const EngineStats& s) {
   w.Family("sync_demotions_total", "counter",
            "Demotions run on a caller's thread because the background mover had not made room (backpressure).");
   w.Sample("sync_demotions_total", "", {}, s.sync_demotions);
+  w.Family("event_log_lines_total", "counter", "Spill event log lines written (metrics.event_log).");
+  w.Sample("event_log_lines_total", "", {}, s.event_log_lines);
+  w.Family("event_log_dropped_lines_total", "counter",
+           "Spill event log lines dropped by the rate limit or lost to write errors.");
+  w.Sample("event_log_dropped_lines_total", "", {}, s.event_log_dropped);
   return w.Take();
 }
 

@@ -39,6 +39,7 @@
 #include "engine/stats_export.h"
 #include "adopted_buffers.h"
 #include "python/device_values.h"
+#include "spillway/version.h"
 
 namespace py = pybind11;
 
@@ -485,6 +486,7 @@ py::list TierList(PyEngine& self) {
 PYBIND11_MODULE(_spillway, m) {
   using namespace spillway;
   m.doc() = "spillway native module: tiered object storage (see the `spillway` package)";
+  m.attr("__version__") = SPILLWAY_VERSION;  // written once, in CMakeLists.txt project()
 
   g_exc.error = NewException(m, "Error", "Base class of spillway errors.", {PyExc_Exception});
   g_exc.not_found = NewException(m, "NotFoundError", "No object under the key (a KeyError).", {g_exc.error, PyExc_KeyError});

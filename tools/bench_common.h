@@ -31,7 +31,7 @@ inline constexpr uint64_t kGiB = 1ull << 30;
 struct Options {
   bool quick = false;
   bool json = false;
-  std::string out = "bench/results";
+  std::string out = ".";
   std::string dir = "/var/tmp/spillway-bench";
   std::string machine;      // file name prefix; default: the host name
   std::string sections = "1,2,3,4,5,6";

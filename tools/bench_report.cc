@@ -2,6 +2,8 @@
 // document and the gnuplot PNG. Nothing here measures anything.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -205,27 +207,41 @@ nlohmann::json ToJson(const Report& rep) {
   return j;
 }
 
+// The PNG: one panel per measured curve, and per section one panel of the
+// ratios to their same-run references with each target drawn across its bar
+// (green met, red missed). Unrelated data sets (the codec corpora) are bars,
+// not lines; legends sit under each panel, off the data.
 std::string DrawPlots(const Report& rep, const std::string& png_path) {
   if (!HaveProgram("gnuplot")) return "gnuplot is not installed: no plots drawn";
   struct Panel {
     std::string plot, title, xlabel, ylabel, setup;
+    bool bars = false;  // x is a category (data set), not a quantity
   };
   const std::vector<Panel> panels = {
       {"spill", "host <-> file vs fio", "object size (bytes)", "GB/s", "set logscale x 2; set format x '%.0b%B'"},
       {"peer", "spill vs zict.File peer", "object size (bytes)", "GB/s",
        "set logscale x 2; set logscale y; set format x '%.0b%B'"},
       {"codec_c", "compress, 1 MiB chunks", "data set", "MB/s",
-       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.3:2.3]"},
+       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.5:2.5]", true},
       {"codec_d", "decompress, 1 MiB chunks", "data set", "MB/s",
-       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.3:2.3]"},
+       "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.5:2.5]", true},
       {"incompressible", "codec cost on random data", "object size (bytes)", "% over none",
        "set logscale x 2; set format x '%.0b%B'; set yrange [0:*]"},
       {"small", "small objects, host tier", "object size (bytes)", "ops/s", "set logscale x 2; set logscale y"},
       {"scaling_count", "time vs objects spilled", "objects", "seconds", "set logscale xy"},
       {"scaling_bytes", "time vs bytes spilled", "bytes", "seconds", "set logscale xy; set format x '%.0b%B'"},
   };
+  // Ratio rows (a reference and a target), by section.
+  std::map<int, std::vector<const Row*>> ratio_rows;
+  for (const Row& r : rep.rows) {
+    if (!r.reference.empty() && !std::isnan(r.ratio) && r.ratio > 0 && !std::isnan(r.target)) {
+      ratio_rows[r.section].push_back(&r);
+    }
+  }
   std::ostringstream gp;
-  gp << "set terminal pngcairo size 1800,1500 font ',9' noenhanced\n";
+  const int panel_count = static_cast<int>(panels.size() + ratio_rows.size());
+  const int rows_of_panels = (panel_count + 2) / 3;
+  gp << "set terminal pngcairo size 1800," << 520 * rows_of_panels << " font ',9' noenhanced\n";
   gp << "set output '" << png_path << "'\n";
   int idx = 0;
   std::map<std::pair<std::string, std::string>, std::string> block;
@@ -238,28 +254,74 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
     gp << "EOD\n";
     block[{s.plot, s.name}] = name;
   }
-  gp << "set multiplot layout 3,3 title 'spillway bench: " << rep.machine << " " << rep.date
+  for (const auto& [section, rows] : ratio_rows) {
+    gp << "$r" << section << " << EOD\n";
+    int i = 0;
+    for (const Row* r : rows) {
+      std::string label = r->id;
+      std::replace(label.begin(), label.end(), '"', '\'');
+      gp << i++ << " " << r->ratio << " " << r->target << " " << (r->Verdict() == "MET" ? 1 : 0) << " \"" << label
+         << "\"\n";
+    }
+    gp << "EOD\n";
+  }
+  gp << "set multiplot layout " << rows_of_panels << ",3 title 'spillway bench: " << rep.machine << " " << rep.date
      << (rep.quick ? " (quick)" : "") << "'\n";
-  gp << "set key top left font ',8'\nset grid\n";
+  const char* kKey = "set key below horizontal font ',8' samplen 2\n";
   for (const Panel& p : panels) {
-    gp << "reset\nset grid\nset key top left font ',8'\n";
+    gp << "reset\nset grid\n" << kKey;
     gp << "set title '" << p.title << "'\nset xlabel '" << p.xlabel << "'\nset ylabel '" << p.ylabel << "'\n"
        << p.setup << "\n";
-    std::vector<std::string> plots;
+    std::vector<const Series*> shown;
     for (const Series& s : rep.series) {
       if (s.plot != p.plot) continue;
       bool any = false;
       for (auto [x, y] : s.points) any |= !std::isnan(x) && !std::isnan(y) && y > 0;
-      if (!any) continue;
-      plots.push_back(block[{s.plot, s.name}] + " using 1:2 with linespoints title '" + s.name + "'");
+      if (any) shown.push_back(&s);
     }
-    if (plots.empty()) {
-      gp << "unset logscale\nset label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
+    if (shown.empty()) {
+      gp << "unset logscale\nset format x '%g'\nset format y '%g'\nunset xtics\nunset ytics\n"
+         << "set label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
       continue;
+    }
+    std::vector<std::string> plots;
+    const double width = 0.8 / static_cast<double>(shown.size());
+    if (p.bars) gp << "set style fill solid 0.8 border -1\nset boxwidth " << width << " absolute\n";
+    for (size_t i = 0; i < shown.size(); ++i) {
+      const std::string& data = block[{shown[i]->plot, shown[i]->name}];
+      if (p.bars) {
+        const double offset = -0.4 + width * (static_cast<double>(i) + 0.5);
+        plots.push_back(data + " using ($1+(" + std::to_string(offset) + ")):2 with boxes title '" + shown[i]->name + "'");
+      } else {
+        plots.push_back(data + " using 1:2 with linespoints title '" + shown[i]->name + "'");
+      }
     }
     gp << "plot ";
     for (size_t i = 0; i < plots.size(); ++i) gp << (i ? ", " : "") << plots[i];
     gp << "\n";
+  }
+  for (const auto& [section, rows] : ratio_rows) {
+    double lo = 1e300, hi = 0;
+    for (const Row* r : rows) {
+      lo = std::min({lo, r->ratio, r->target});
+      hi = std::max({hi, r->ratio, r->target});
+    }
+    gp << "reset\nset grid ytics\n" << kKey;
+    gp << "set title 'section " << section << ": ratio to the same-run reference, target drawn'\n";
+    gp << "set ylabel 'x reference'\nset xtics rotate by 30 right font ',7'\nset style fill solid 0.7 border -1\n";
+    gp << "set boxwidth 0.7 absolute\nset xrange [-0.6:" << rows.size() - 0.4 << "]\nset xtics (";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::string label = rows[i]->id;  // "codec.int64.lz4.compress": the section's prefix said once, in the title
+      if (const size_t dot = label.find('.'); dot != std::string::npos && rows.size() > 1) label = label.substr(dot + 1);
+      std::replace(label.begin(), label.end(), '\'', '`');
+      gp << (i ? ", " : "") << "'" << label << "' " << i;
+    }
+    gp << ")\n";
+    if (hi / lo > 20) gp << "set logscale y\nset yrange [" << lo / 2 << ":" << hi * 2 << "]\n";
+    else gp << "set yrange [0:" << hi * 1.15 << "]\n";
+    gp << "plot $r" << section << " using 1:($4==1?$2:1/0) with boxes lc rgb '#2ca02c' title 'met', "
+       << "$r" << section << " using 1:($4==0?$2:1/0) with boxes lc rgb '#d62728' title 'missed', "
+       << "$r" << section << " using ($1-0.45):3:(0.9):(0) with vectors nohead lw 3 lc rgb 'black' title 'target'\n";
   }
   gp << "unset multiplot\n";
   char tmpl[] = "/tmp/spillway-bench-XXXXXX.gp";

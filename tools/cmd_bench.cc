@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "tools/bench_common.h"
+#include "tools/cli_util.h"
 #include "tools/command.h"
 
 namespace spillway::cli {
@@ -23,29 +24,19 @@ namespace {
 
 using bench::Options;
 
-// The source tree holding bench/zict_peer.py: the working directory or an
-// ancestor of the executable (build dirs live inside the tree).
+// The folder holding bench/zict_peer.py: the source tree (the working
+// directory or an ancestor of the executable) or <prefix>/share/spillway.
 std::string FindSourceDir() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates = {fs::current_path()};
-  char self[4096] = {};
-  if (::readlink("/proc/self/exe", self, sizeof(self) - 1) > 0) {
-    for (fs::path p = fs::path(self).parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
-      candidates.push_back(p);
-    }
-  }
-  for (const fs::path& c : candidates) {
-    std::error_code ec;
-    if (fs::exists(c / "bench" / "zict_peer.py", ec)) return c.string();
-  }
-  return "";
+  const std::string peer = FindDataFile("bench/zict_peer.py");
+  if (peer.empty()) return "";
+  return std::filesystem::path(peer).parent_path().parent_path().string();
 }
 
 std::string CommandLine(const Options& o) {
   std::string c = "spillway bench";
   if (o.quick) c += " --quick";
   if (o.json) c += " --json";
-  if (o.out != "bench/results") c += " --out " + o.out;
+  if (o.out != ".") c += " --out " + o.out;
   if (o.dir != "/var/tmp/spillway-bench") c += " --dir " + o.dir;
   if (!o.machine.empty()) c += " --machine " + o.machine;
   if (o.sections != "1,2,3,4,5,6") c += " --sections " + o.sections;
@@ -165,10 +156,10 @@ void Register(CLI::App& root, int& exit_code) {
       "bench", "Measure every tier boundary against fio, the zstd/lz4 CLIs and a Dask-style spiller (docs/bench.md)");
   cmd->add_flag("--quick", o->quick, "Smaller data and one repetition (CI: under 3 minutes)");
   cmd->add_flag("--json", o->json, "Print the JSON document instead of the table");
-  cmd->add_option("--out", o->out, "Directory for <machine>-<date>.{md,json,png}")->capture_default_str();
+  cmd->add_option("--out", o->out, "Directory for <machine>-<date>.{md,json,png} (default: the current directory)");
   cmd->add_option("--dir", o->dir, "Scratch directory for the file tier, fio and the peer")->capture_default_str();
   cmd->add_option("--machine", o->machine, "Machine name for the result files (default: the host name)");
-  cmd->add_option("--sections", o->sections, "Comma-separated sections to run (1-6)")->capture_default_str();
+  cmd->add_option("--sections", o->sections, "Comma-separated sections to run (1-6)")->capture_default_str()->check(IntList(1, 6));
   cmd->add_option("--reps", o->reps, "Repetitions per figure (default 3, quick 1)")->check(CLI::Range(1, 20));
   cmd->add_option("--python", o->python, "Python for the zict.File peer")->capture_default_str();
   cmd->add_flag("--plots,!--no-plots", o->plots, "Draw the PNG with gnuplot (default on)");

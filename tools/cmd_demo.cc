@@ -8,6 +8,7 @@
 
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
+#include "tools/cli_util.h"
 #include "tools/command.h"
 #include "tools/pattern.h"
 
@@ -15,7 +16,7 @@ namespace spillway::cli {
 namespace {
 
 struct Options {
-  std::string config = "examples/tiers.yaml";
+  std::string config;  // empty: examples/tiers.yaml, found by FindDataFile
   std::string profile;
   double multiple = 4.0;
   uint64_t object_bytes = 1 << 20;
@@ -24,7 +25,16 @@ struct Options {
 int Run(const Options& o) {
   EngineOptions eo;
   eo.profile = o.profile;
-  auto opened = Engine::OpenFile(o.config, eo);
+  std::string config = o.config;
+  if (config.empty()) {
+    config = FindDataFile("examples/tiers.yaml");
+    if (config.empty()) {
+      std::fprintf(stderr, "spillway demo: examples/tiers.yaml not found here, above the binary or in "
+                           "<prefix>/share/spillway; pass --config FILE\n");
+      return 2;
+    }
+  }
+  auto opened = Engine::OpenFile(config, eo);
   if (!opened.ok()) {
     std::fprintf(stderr, "spillway demo: %s\n", opened.status().ToString().c_str());
     return 2;
@@ -45,7 +55,9 @@ int Run(const Options& o) {
               HumanBytes(static_cast<double>(count * o.object_bytes)).c_str(), o.multiple);
   std::vector<std::byte> buf(o.object_bytes);
   auto t0 = std::chrono::steady_clock::now();
+  Progress write_progress("writing");
   for (uint64_t i = 0; i < count; ++i) {
+    write_progress.Update(static_cast<double>(i) / static_cast<double>(count));
     FillPattern(i + 1, 0, buf);
     // Two buffers per object, like a serialized header plus frames.
     std::span<const std::byte> parts[2] = {std::span<const std::byte>(buf).first(64),
@@ -56,6 +68,7 @@ int Run(const Options& o) {
       return 1;
     }
   }
+  write_progress.Done();
   Status st = engine.Flush();
   if (!st.ok()) {
     std::fprintf(stderr, "flush failed: %s\n", st.ToString().c_str());
@@ -68,7 +81,9 @@ int Run(const Options& o) {
   std::printf("reading everything back, verifying every byte...\n");
   t0 = std::chrono::steady_clock::now();
   uint64_t bad = 0;
+  Progress read_progress("reading");
   for (uint64_t i = 0; i < count; ++i) {
+    read_progress.Update(static_cast<double>(i) / static_cast<double>(count));
     auto h = engine.Get("demo/" + std::to_string(i));
     if (!h.ok()) {
       std::fprintf(stderr, "get %llu failed: %s\n", static_cast<unsigned long long>(i), h.status().ToString().c_str());
@@ -81,6 +96,7 @@ int Run(const Options& o) {
       ++bad;
     }
   }
+  read_progress.Done();
   secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("  read %s in %.2f s (%s/s): %llu of %llu objects verified\n\n",
               HumanBytes(double(count * o.object_bytes)).c_str(), secs,
@@ -98,10 +114,10 @@ int Run(const Options& o) {
 void Register(CLI::App& root, int& exit_code) {
   auto o = std::make_shared<Options>();
   auto* cmd = root.add_subcommand("demo", "Write a workload larger than the first tier, read it back verified, print statistics");
-  cmd->add_option("--config,-c", o->config, "Tier-chain YAML file")->capture_default_str();
+  cmd->add_option("--config,-c", o->config, "Tier-chain YAML file (default: examples/tiers.yaml, installed or in the source tree)");
   cmd->add_option("--profile", o->profile, "Profile to select");
-  cmd->add_option("--multiple", o->multiple, "Workload size as a multiple of the first tier")->capture_default_str();
-  cmd->add_option("--object-bytes", o->object_bytes, "Size of each object")->capture_default_str()->check(CLI::Range(65ull, 1ull << 32));
+  cmd->add_option("--multiple", o->multiple, "Workload size as a multiple of the first tier")->capture_default_str()->check(CLI::Range(0.01, 1000.0));
+  cmd->add_option("--object-bytes", o->object_bytes, "Size of each object (units allowed: 64KiB)")->capture_default_str()->transform(SizeArg())->check(CLI::Range(65ull, 1ull << 32));
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -19,6 +19,7 @@
 #include "tiers/cuda_runtime.h"
 #include "spillway/file_io.h"
 #include "tools/command.h"
+#include "tools/tier_json.h"
 
 namespace spillway::cli {
 namespace {
@@ -96,15 +97,6 @@ json MachineInfo() {
   return m;
 }
 
-json PathJson(const std::string& dir, const PathProbe& p) {
-  return {{"path", dir},
-          {"exists", p.exists},
-          {"filesystem", p.filesystem},
-          {"fs_total_bytes", p.fs_total_bytes},
-          {"fs_free_bytes", p.fs_free_bytes},
-          {"direct_io", p.direct_io}};
-}
-
 json ConfigInfo(const LoadResult& r) {
   json c;
   c["source"] = r.config.source;
@@ -117,23 +109,8 @@ json ConfigInfo(const LoadResult& r) {
   c["warnings"] = warnings;
   json tiers = json::array();
   for (const TierConfig& t : r.config.tiers) {
-    json tj = {{"name", t.name},
-               {"kind", TierKindName(t.kind)},
-               {"capacity_bytes", t.capacity_bytes},
-               {"codec", CodecKindName(t.codec.kind)}};
-    if (t.kind == TierKind::kFile) {
-      tj["medium"] = MediumName(t.medium);
-      tj["io_engine"] = IoEngineName(t.io.engine);
-      tj["direct"] = t.io.direct;
-      json paths = json::array();
-      for (const std::string& p : t.paths) {
-        auto it = r.paths.find(p);
-        paths.push_back(it == r.paths.end() ? json{{"path", p}} : PathJson(p, it->second));
-      }
-      tj["paths"] = paths;
-    } else if (t.kind == TierKind::kGpu) {
-      tj["device"] = t.device;
-    }
+    // The tier schema of validate --json (tools/tier_json.h).
+    json tj = json::parse(TierConfigJson(t, r.paths).dump());
     tiers.push_back(std::move(tj));
   }
   c["tiers"] = tiers;
@@ -188,14 +165,14 @@ void PrintConfig(const json& c) {
     std::printf("  tier %-10s %-5s %11s  codec %s", t["name"].get<std::string>().c_str(),
                 t["kind"].get<std::string>().c_str(),
                 HumanBytes(static_cast<double>(t["capacity_bytes"].get<uint64_t>())).c_str(),
-                t["codec"].get<std::string>().c_str());
-    if (t.contains("io_engine")) {
+                t["codec"]["name"].get<std::string>().c_str());
+    if (t.contains("io")) {
       std::printf("  medium %s  io %s%s", t["medium"].get<std::string>().c_str(),
-                  t["io_engine"].get<std::string>().c_str(), t["direct"].get<bool>() ? " direct" : "");
+                  t["io"]["engine"].get<std::string>().c_str(), t["io"]["direct"].get<bool>() ? " direct" : "");
     }
     std::printf("\n");
-    if (!t.contains("paths")) continue;
-    for (const json& p : t["paths"]) {
+    if (!t.contains("path_info")) continue;
+    for (const json& p : t["path_info"]) {
       if (!p.contains("filesystem")) {
         std::printf("    %s: not probed\n", p["path"].get<std::string>().c_str());
         continue;

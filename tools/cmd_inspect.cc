@@ -350,8 +350,10 @@ int RunInspect(const InspectArgs& a) {
   const uint64_t records = count[State::kLive] + count[State::kStale] + count[State::kErased];
   const bool corrupt = count[State::kCorrupt] + count[State::kMissing] > 0;
   const bool damaged = count[State::kTorn] + count[State::kFreed] > 0;
-  const int rc = scan.unreadable ? 2 : (corrupt || (a.strict && damaged)) ? 1 : 0;
-  const char* verdict = scan.unreadable ? "UNREADABLE" : count[State::kCorrupt] > 0 ? "CORRUPT"
+  // A directory holding no segment file is no tier: most likely a wrong path.
+  const int rc = scan.unreadable || segs.empty() ? 2 : (corrupt || (a.strict && damaged)) ? 1 : 0;
+  const char* verdict = segs.empty() ? "NO TIER (no segment files)" : scan.unreadable ? "UNREADABLE"
+                        : count[State::kCorrupt] > 0 ? "CORRUPT"
                         : count[State::kMissing] > 0 ? "RECORDS MISSING" : damaged ? "clean (with torn or freed records)" : "clean";
 
   if (a.json) {
@@ -394,9 +396,15 @@ int RunInspect(const InspectArgs& a) {
 
   if (segs.empty()) std::fprintf(stderr, "spillway inspect: no segment files (seg-XXXXXXXX.spw) in '%s'\n", a.dir.c_str());
   if (!a.summary) {
+    bool header = false;
     for (const Row& r : scan.rows) {
       if (r.state > State::kErased) continue;
-      std::printf("%s %10llu %10llu  seq %-8llu %-4s raw %-10llu %-5s \"%s\"\n", r.segment.c_str(),
+      if (!header) {
+        std::printf("%-16s %10s %10s  %-12s %-5s %-14s %-5s %s\n", "segment", "offset", "length", "sequence", "codec",
+                    "raw bytes", "state", "key");
+        header = true;
+      }
+      std::printf("%s %10llu %10llu  seq %-8llu %-5s raw %-10llu %-5s \"%s\"\n", r.segment.c_str(),
                   static_cast<unsigned long long>(r.offset), static_cast<unsigned long long>(r.length),
                   static_cast<unsigned long long>(r.header.sequence),
                   r.header.codec <= 2 ? CodecKindName(static_cast<CodecKind>(r.header.codec)) : "?",

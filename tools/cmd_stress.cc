@@ -25,6 +25,7 @@
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
 #include "tiers/io/fault_file_io.h"
+#include "tools/cli_util.h"
 #include "tools/command.h"
 #include "tools/pattern.h"
 #include "tools/stress_device.h"
@@ -217,8 +218,9 @@ StatusOr<uint64_t> ClearEarlierObjects(Engine& engine, const Options& o) {
 
 int Run(const Options& o) {
   uint64_t min_size = 0, max_size = 0;
-  if (std::sscanf(o.sizes.c_str(), "%lu:%lu", &min_size, &max_size) != 2 || min_size > max_size || max_size == 0) {
-    std::fprintf(stderr, "spillway stress: --sizes must be MIN:MAX in bytes, got '%s'\n", o.sizes.c_str());
+  std::string why;
+  if (!ParseSizeRange(o.sizes, &min_size, &max_size, &why)) {
+    std::fprintf(stderr, "spillway stress: --sizes '%s': %s\n", o.sizes.c_str(), why.c_str());
     return 2;
   }
   if (min_size == 0) min_size = 1;
@@ -271,7 +273,25 @@ int Run(const Options& o) {
   for (int t = 0; t < o.threads; ++t) {
     threads.emplace_back([&, t] { Worker(**engine, o, t, min_size, max_size, model, r, deadline); });
   }
-  for (auto& t : threads) t.join();
+  {
+    // Progress on a terminal only: by time with --seconds, else by operations.
+    Progress progress("stress");
+    std::atomic<bool> done{false};
+    std::thread ticker;
+    if (progress.enabled()) {
+      ticker = std::thread([&] {
+        while (!done.load()) {
+          const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          progress.Update(o.seconds > 0 ? el / o.seconds : static_cast<double>(r.ops.load()) / std::max<uint64_t>(1, o.ops),
+                          std::to_string(r.ops.load()) + " ops");
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    done.store(true);
+    if (ticker.joinable()) ticker.join();
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   // Final pass: faults off, everything acknowledged must read back exactly.
@@ -379,7 +399,7 @@ void Register(CLI::App& root, int& exit_code) {
   auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations");
   cmd->add_option("--seconds,-s", o->seconds, "Run for this long instead of --ops")->excludes(ops);
   cmd->add_option("--seed", o->seed, "Random seed (replay a run)");
-  auto* sizes = cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX bytes (log-uniform)");
+  auto* sizes = cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX, units allowed: 4KiB:1MiB (log-uniform)");
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));
   cmd->add_option("--faults", o->faults, "Inject I/O faults, e.g. eio=0.01,enospc=0.001,short=0.01,torn=0.001");
   cmd->add_flag("--verify,!--no-verify", o->verify, "Verify every key at the end (default on)");

@@ -1,6 +1,8 @@
-// `spillway version`: prints the version and what this build supports.
+// `spillway version`: prints the version and what this build supports; the
+// same line as `spillway --version`.
 #include <cstdio>
 
+#include "tools/cli_util.h"
 #include "tools/command.h"
 
 namespace spillway::cli {
@@ -8,11 +10,7 @@ namespace {
 void Register(CLI::App& root, int& exit_code) {
   auto* cmd = root.add_subcommand("version", "Print the version and build features");
   cmd->callback([&exit_code] {
-#ifdef SPILLWAY_HAVE_CUDA
-    std::printf("spillway 0.1.0 (CUDA: yes)\n");
-#else
-    std::printf("spillway 0.1.0 (CUDA: no)\n");
-#endif
+    std::printf("%s\n", VersionLine().c_str());
     exit_code = 0;
   });
 }

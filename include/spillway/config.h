@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -108,6 +109,15 @@ struct MetricsConfig {
   std::string event_log;         // JSON lines spill event log; empty = off
   double event_sample = 1.0;     // fraction of moves logged
   uint32_t event_rate_limit = 1000;  // lines per second at most
+  // Constant labels added to every Prometheus series, so several engines on
+  // one node (one per Dask worker) write distinct series. Unset
+  // (labels_set false): {engine="<pid>"}, plus ".<n>" for the n-th engine a
+  // process opens. `labels: {}` sets none.
+  std::vector<std::pair<std::string, std::string>> labels;
+  bool labels_set = false;
+  // "127.0.0.1:9464": serve the metrics over HTTP at GET /metrics; empty = off.
+  // Needs a build with SPILLWAY_METRICS_HTTP (the default).
+  std::string listen;
 };
 
 struct Config {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -63,6 +64,10 @@ struct EngineStats {
   uint64_t misses = 0;  // Gets of absent keys
   uint64_t erases = 0;
   uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
+  uint64_t event_log_lines = 0;    // event log lines written (0 when the log is off)
+  uint64_t event_log_dropped = 0;  // lines refused by the rate limit or lost to write errors
+  // metrics.labels as resolved at Open: added to every Prometheus series.
+  std::vector<std::pair<std::string, std::string>> labels;
 };
 
 // Renderings of EngineStats for people (a table), programs (JSON) and
@@ -78,7 +83,9 @@ std::string StatsToJson(const EngineStats& stats, int indent = -1);
 // Prometheus text format: metric names prefixed "spillway_", # HELP and
 // # TYPE before each family, tier series labelled {tier, kind}, boundary
 // series labelled {from, to, direction}, move latency as a histogram in
-// seconds. Label values are escaped, so any tier name is safe.
+// seconds, every series also carrying stats.labels (first), and
+// spillway_build_info{version, cuda} = 1. Label values are escaped, so any
+// tier name is safe.
 std::string StatsToPrometheus(const EngineStats& stats);
 
 }  // namespace spillway

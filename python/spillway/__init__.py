@@ -34,7 +34,7 @@ from ._spillway import (  # noqa: F401  (re-exported API)
 )
 from .arrays import get_array, put_array  # noqa: F401
 
-__version__ = "0.1.0"
+from ._spillway import __version__  # noqa: F401  (CMakeLists.txt project() is the one source)
 
 __all__ = [
     "BusyError",

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Installs spillway into a scratch prefix and builds examples/embed.cpp as an
-# outside project with find_package(spillway), then runs it.
+# Installs spillway into a scratch prefix and checks what a user of the
+# package meets: examples/embed.cpp built as an outside project with
+# find_package(spillway) and with pkg-config; `spillway demo` and `spillway
+# bench --quick` (the Dask-style peer included) run from another directory;
+# the man pages; the Python package from the install rule and from
+# `pip install --no-build-isolation .` in a --system-site-packages venv.
+# About a minute and a half; bench --quick is most of it.
 set -euo pipefail
-cli="$1"; src="$2"
+cli="$1"; src="$(cd "$2" && pwd)"
 build="$(dirname "$(dirname "$cli")")"
-work="$(mktemp -d /var/tmp/spillway-install-XXXXXX)"
+work="$(mktemp -d "${SPILLWAY_TEST_DIR:-/var/tmp}/spillway-install-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # Only the public headers are installed, and they include nothing else of ours.
@@ -30,3 +35,73 @@ out="$("$work/embed/embed" "$work/tiers.yaml")"
 echo "$out"
 grep -q "verified" <<<"$out"
 grep -q "disk" <<<"$out"
+
+prefix="$work/prefix"
+mkdir -p "$work/elsewhere"
+cd "$work/elsewhere"  # nothing of the source tree is here
+
+# pkg-config: the same program, built with what spillway.pc says.
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+flags="$(pkg-config --cflags --libs spillway)"
+echo "pkg-config --cflags --libs spillway: $flags"
+# shellcheck disable=SC2086
+g++ -std=c++20 -O1 -o "$work/embed-pc" "$src/examples/embed.cpp" $flags
+grep -q verified <<<"$("$work/embed-pc" "$work/tiers.yaml")"
+[ "$(pkg-config --modversion spillway)" = "$("$prefix/bin/spillway" --version | awk '{print $2}')" ] ||
+  { echo "FAIL: spillway.pc and --version disagree"; exit 1; }
+
+# demo from another directory: finds <prefix>/share/spillway/examples/tiers.yaml.
+export SPILLWAY_DIR="$work/demo-spill"
+"$prefix/bin/spillway" demo >"$work/demo.txt" 2>&1 || { cat "$work/demo.txt"; echo "FAIL: demo"; exit 1; }
+grep -q "demo OK" "$work/demo.txt"
+echo "ok: demo from $PWD"
+
+# bench --quick from another directory: the peer is found in share/spillway/bench,
+# the report goes to the current directory by default.
+if [ -x /usr/bin/fio ] && /usr/bin/python3 -c "import zict" 2>/dev/null; then
+  "$prefix/bin/spillway" bench --quick --dir "$work/bench-scratch" --machine ci \
+    >"$work/bench.txt" 2>"$work/bench.err" || true  # exit 1 = a figure not measured: checked below
+  if grep -q "zict_peer.py not found" "$work/bench.txt" "$work/bench.err"; then
+    echo "FAIL: bench did not find the installed peer"; cat "$work/bench.err"; exit 1
+  fi
+  ls ./ci-*.md ./ci-*.json >/dev/null || { echo "FAIL: bench wrote no report in the current directory"; exit 1; }
+  grep -qE "zict.File peer \(Python\) [0-9.]+ GB/s" ./ci-*.md || { echo "FAIL: the report has no measured peer figure"; exit 1; }
+  echo "ok: bench --quick from $PWD, peer included ($(grep -c . ./ci-*.md) report lines)"
+else
+  echo "SKIP (bench): fio or python3-zict missing"
+fi
+
+# man pages (built when help2man is there)
+if command -v help2man >/dev/null; then
+  for p in spillway spillway-validate spillway-bench; do
+    [ -s "$prefix/share/man/man1/$p.1" ] || { echo "FAIL: man page $p.1 not installed"; exit 1; }
+  done
+  echo "ok: man pages"
+fi
+
+# Python: the install rule (where Debian's python3 looks for this prefix) ...
+if ls "$src"/python/CMakeLists.txt >/dev/null && find "$prefix" -name '_spillway*.so' | grep -q .; then
+  pkgdir="$(dirname "$(dirname "$(find "$prefix" -name '_spillway*.so' | head -1)")")"
+  case "$pkgdir" in
+    "$prefix"/lib/python3*/dist-packages) ;;
+    *) echo "FAIL: python package installed at $pkgdir"; exit 1 ;;
+  esac
+  PYTHONPATH="$pkgdir" /usr/bin/python3 -c "import spillway; assert spillway.__version__" ||
+    { echo "FAIL: import spillway from $pkgdir"; exit 1; }
+  echo "ok: python package at $pkgdir"
+  # ... and the distribution: Debian's pip and setuptools, offline. The CMake
+  # build is reused (SPILLWAY_BUILD_DIR) so the test stays short; a copy of
+  # the tree keeps pip's egg-info out of the source.
+  if /usr/bin/python3 -c "import setuptools, wheel, venv" 2>/dev/null; then
+    mkdir -p "$work/src"
+    (cd "$src" && tar --exclude='./build*' --exclude=./.git -cf - .) | tar -C "$work/src" -xf -
+    /usr/bin/python3 -m venv --system-site-packages "$work/venv"
+    SPILLWAY_BUILD_DIR="$build" "$work/venv/bin/pip" install --no-build-isolation --no-index "$work/src" \
+      >"$work/pip.txt" 2>&1 || { tail -20 "$work/pip.txt"; echo "FAIL: pip install"; exit 1; }
+    "$work/venv/bin/python" -c "import spillway, sys; print('venv:', spillway.__file__)" | grep -q "$work/venv"
+    "$work/venv/bin/pip" show spillway | grep -q "^License: Apache-2.0"
+    echo "ok: pip install --no-build-isolation . in a --system-site-packages venv"
+  else
+    echo "SKIP (pip): python3-setuptools / python3-wheel / python3-venv missing"
+  fi
+fi

@@ -101,8 +101,8 @@ TEST_CASE("spillway inspect usage and unreadable input exit 2") {
   CHECK(RunCli("inspect " + dir.path() + "/missing").rc == 2);
   { std::ofstream(dir.path() + "/file") << "x"; }
   CHECK(RunCli("inspect " + dir.path() + "/file").rc == 2);
-  auto r = RunCli("inspect --json " + dir.path());  // empty: nothing wrong
-  CHECK(r.rc == 0);
+  auto r = RunCli("inspect --json " + dir.path());  // no segment files: not a tier (a wrong path, most likely)
+  CHECK(r.rc == 2);
 }
 
 TEST_CASE("1,000+ random bytes flipped across a closed persistent tier: detected, never served") {

@@ -48,8 +48,12 @@ if command -v jq >/dev/null; then
   jq -e '.machine.memory_total_bytes > 0' <<<"$json" >/dev/null || fail "json: memory"
   jq -e '.machine.memlock_soft != null' <<<"$json" >/dev/null || fail "json: memlock"
   jq -e '.config.tiers | length == 2' <<<"$json" >/dev/null || fail "json: tiers"
-  jq -e '.config.tiers[1].paths[0].fs_free_bytes > 0' <<<"$json" >/dev/null || fail "json: free space"
-  jq -e '.config.tiers[1].paths[0].direct_io | type == "boolean"' <<<"$json" >/dev/null || fail "json: direct"
+  jq -e '.config.tiers[1].path_info[0].fs_free_bytes > 0' <<<"$json" >/dev/null || fail "json: free space"
+  jq -e '.config.tiers[1].path_info[0].direct_io | type == "boolean"' <<<"$json" >/dev/null || fail "json: direct"
+  # One tier schema: info --json and validate --json describe a tier with the same fields.
+  vjson="$("$cli" validate "$tmp/tiers.yaml" --json)"
+  [ "$(jq -c '[.config.tiers[] | keys]' <<<"$json")" = "$(jq -c '[.tiers[] | keys]' <<<"$vjson")" ] ||
+    fail "info --json and validate --json tier fields differ"
 elif command -v python3 >/dev/null; then
   python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["config"]["tiers"]) == 2' <<<"$json" ||
     fail "json does not parse"

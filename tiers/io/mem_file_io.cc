@@ -334,20 +334,6 @@ Status MemFileIo::Remove(const std::string& raw) {
   return Status::OK();
 }
 
-Status MemFileIo::Rename(const std::string& raw_from, const std::string& raw_to) {
-  const std::string from = Normalize(raw_from), to = Normalize(raw_to);
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = nodes_.find(from);
-  if (it == nodes_.end()) return Status::NotFound(Quoted("rename", raw_from) + ": no such file");
-  if (auto dst = nodes_.find(to); dst != nodes_.end() && dst->second.type == FileInfo::Type::kDirectory) {
-    return Status::FromErrno(EISDIR, Quoted("rename", raw_from) + " to '" + raw_to + "'");
-  }
-  Node moved = std::move(it->second);
-  nodes_.erase(it);
-  nodes_[to] = std::move(moved);
-  return Status::OK();
-}
-
 StatusOr<FileHandle> MemFileIo::LockFile(const std::string& raw) {
   OpenOptions opts;
   opts.create = true;

@@ -1,0 +1,131 @@
+// Shared CLI helpers (tools/cli_util.h).
+#include "tools/cli_util.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "base/units.h"
+#include "spillway/version.h"
+
+namespace spillway::cli {
+
+std::string VersionLine() {
+#ifdef SPILLWAY_HAVE_CUDA
+  return std::string("spillway ") + kVersion + " (CUDA: yes)";
+#else
+  return std::string("spillway ") + kVersion + " (CUDA: no)";
+#endif
+}
+
+std::string FindDataFile(std::string_view relative) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> roots = {fs::current_path()};
+  char self[4096] = {};
+  if (::readlink("/proc/self/exe", self, sizeof(self) - 1) > 0) {
+    const fs::path bin = fs::path(self).parent_path();
+    for (fs::path p = bin; !p.empty() && p != p.root_path(); p = p.parent_path()) roots.push_back(p);
+    roots.push_back(bin.parent_path() / "share" / "spillway");
+  }
+  for (const fs::path& r : roots) {
+    std::error_code ec;
+    const fs::path c = r / relative;
+    if (fs::is_regular_file(c, ec)) return c.string();
+  }
+  return "";
+}
+
+namespace {
+bool ParseOneSize(std::string_view text, uint64_t* bytes, std::string* why) {
+  auto spec = ParseSize(text);
+  if (!spec.ok()) {
+    *why = spec.status().message();
+    return false;
+  }
+  if (spec->is_percent) {
+    *why = "a percentage is not a size here";
+    return false;
+  }
+  *bytes = spec->bytes;
+  return true;
+}
+}  // namespace
+
+CLI::Validator SizeArg() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t b = 0;
+        std::string why;
+        if (!ParseOneSize(text, &b, &why)) return "'" + text + "' is not a size (" + why + ")";
+        text = std::to_string(b);
+        return "";
+      },
+      "SIZE", "size");
+}
+
+bool ParseSizeRange(const std::string& text, uint64_t* min, uint64_t* max, std::string* why) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) {
+    *why = "expected MIN:MAX, e.g. 4KiB:1MiB";
+    return false;
+  }
+  std::string w;
+  if (!ParseOneSize(std::string_view(text).substr(0, colon), min, &w)) {
+    *why = "MIN: " + w;
+    return false;
+  }
+  if (!ParseOneSize(std::string_view(text).substr(colon + 1), max, &w)) {
+    *why = "MAX: " + w;
+    return false;
+  }
+  if (*max == 0 || *min > *max) {
+    *why = "MIN must be at most MAX and MAX above 0";
+    return false;
+  }
+  return true;
+}
+
+CLI::Validator IntList(int lo, int hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        if (text.empty()) return "the list is empty";
+        size_t pos = 0;
+        while (pos <= text.size()) {
+          const size_t comma = std::min(text.find(',', pos), text.size());
+          const std::string item = text.substr(pos, comma - pos);
+          char* end = nullptr;
+          const long v = std::strtol(item.c_str(), &end, 10);
+          if (item.empty() || *end != '\0' || v < lo || v > hi) {
+            return "'" + item + "' is not a section number (" + std::to_string(lo) + "-" + std::to_string(hi) + ")";
+          }
+          pos = comma + 1;
+        }
+        return "";
+      },
+      "LIST", "int list");
+}
+
+Progress::Progress(std::string label) : label_(std::move(label)), enabled_(::isatty(STDOUT_FILENO) == 1) {}
+
+void Progress::Done() {
+  if (drawn_) std::fprintf(stderr, "\r\033[K");
+  drawn_ = false;
+}
+
+void Progress::Update(double fraction, std::string_view detail) {
+  if (!enabled_) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (last_ms_ >= 0 && now - last_ms_ < 100 && fraction < 1.0) return;
+  last_ms_ = now;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  std::fprintf(stderr, "\r\033[K%s %3.0f%% %.*s", label_.c_str(), 100.0 * fraction, static_cast<int>(detail.size()),
+               detail.data());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+}  // namespace spillway::cli
