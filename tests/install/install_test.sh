@@ -99,7 +99,7 @@ if ls "$src"/python/CMakeLists.txt >/dev/null && find "$prefix" -name '_spillway
     SPILLWAY_BUILD_DIR="$build" "$work/venv/bin/pip" install --no-build-isolation --no-index "$work/src" \
       >"$work/pip.txt" 2>&1 || { tail -20 "$work/pip.txt"; echo "FAIL: pip install"; exit 1; }
     "$work/venv/bin/python" -c "import spillway, sys; print('venv:', spillway.__file__)" | grep -q "$work/venv"
-    "$work/venv/bin/pip" show spillway | grep -q "^License: Apache-2.0"
+    "$work/venv/bin/pip" show spillway >"$work/pip-show.txt" && grep -q "^License: Apache-2.0" "$work/pip-show.txt"
     echo "ok: pip install --no-build-isolation . in a --system-site-packages venv"
   else
     echo "SKIP (pip): python3-setuptools / python3-wheel / python3-venv missing"
