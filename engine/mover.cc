@@ -140,6 +140,11 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
   }
 }
 
+namespace {
+// MakeRoom's retries after a batch moved nothing, 20 ms apart.
+constexpr int kStuckRetries = 25;
+}  // namespace
+
 bool Mover::MakeRoom(int t, uint64_t bytes) {
   Tier& tier = core_->tier(t);
   if (tier.TryReserve(bytes)) return true;
@@ -164,12 +169,22 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
   b.stuck = false;
   KickLocked(t);
   bool ok = false;
+  // A batch that moved nothing (every victim pinned, or no room below) marks
+  // the boundary stuck; pins are often held only for a moment (concurrent
+  // readers, promotions in flight), so a caller retries for a while before it
+  // gives up (the old caller-thread demotion tried 4 times).
+  int stuck_rounds = 0;
   for (;;) {
     if (tier.TryReserve(bytes)) {
       ok = true;
       break;
     }
-    if (stopping_ || (b.inflight_batches == 0 && b.stuck)) break;  // nothing can move
+    if (stopping_) break;
+    if (b.inflight_batches == 0 && b.stuck) {
+      if (++stuck_rounds > kStuckRetries) break;  // nothing can move
+      b.stuck = false;
+      KickLocked(t);
+    }
     if (b.inflight_batches == 0) KickLocked(t);
     // Every completion notifies; the timeout covers room freed elsewhere
     // (an Erase, a Handle released).
