@@ -135,6 +135,13 @@ void CheckMedium(const TierConfig& tier, const std::string& dir, const FsType* t
 
 }  // namespace
 
+std::string FilesystemTypeName(const std::string& dir) {
+  PathProbe probe;
+  const FsType* type = nullptr;
+  MeasureFilesystem(dir, &probe, &type);
+  return probe.filesystem;
+}
+
 void SetDirectIoProbeForTesting(DirectIoProbeFn probe) { g_direct_probe.store(probe); }
 
 DirIdentity IdentifyDirectory(const std::string& path) {

@@ -20,6 +20,10 @@ uint64_t PhysicalMemoryBytes();
 // when nothing along the path can be measured.
 uint64_t FilesystemBytes(const std::string& path);
 
+// The filesystem type of `dir` as validate and info name it ("ext4", "xfs",
+// "tmpfs", "nfs", ... or "0x<magic>"); empty when statfs fails.
+std::string FilesystemTypeName(const std::string& dir);
+
 // Checks the directory `tier.paths[index]` and reports under `field`
 // ("tiers[2]"). Creates it (mode 0700) when options.create_dirs; otherwise a
 // missing directory is fine when its nearest existing parent is writable, and

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 
+#include "config/fs_probe.h"
 #include "tools/bench_common.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
@@ -76,12 +77,11 @@ int Run(const Options& o) {
   rep.command = CommandLine(o);
   rep.details["machine_description"] = bench::MachineDescription();
   rep.details["scratch"] = o.dir;
-  int rc = 0;
-  std::string fs_type = bench::RunCapture("stat -f -c %T " + bench::ShellQuote(o.dir), &rc);
-  while (!fs_type.empty() && (fs_type.back() == '\n' || fs_type.back() == ' ')) fs_type.pop_back();
-  rep.details["scratch_fs"] = fs_type;
+  // Named as validate and info name it (stat -f says "ext2/ext3" for ext4).
+  rep.details["scratch_fs"] = FilesystemTypeName(o.dir);
   rep.details["reps"] = o.Reps();
   rep.details["loadavg_start"] = bench::LoadAverage();
+  int rc = 0;
 
   const std::string source_dir = FindSourceDir();
   if (!source_dir.empty()) {
