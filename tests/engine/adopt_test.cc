@@ -35,7 +35,8 @@ TEST_CASE("an adopted object is read in place and released once when erased") {
   auto e = OpenOrDie(HostFileChain(dir.path(), 4 << 20, 64 << 20));
   Owned o(100 << 10, 1);
   REQUIRE(e->PutHostAllocation("a", o.bytes.data(), {1000, (100 << 10) - 1000}, o.Release()).ok());
-  const TierStats& host = TierNamed(e->Stats(), "host");
+  const EngineStats stats = e->Stats();  // TierNamed returns a reference into it
+  const TierStats& host = TierNamed(stats, "host");
   CHECK(host.objects == 1);
   CHECK(host.used_bytes == (100 << 10));  // accounted like a stored object
   {
