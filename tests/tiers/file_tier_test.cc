@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tier_conformance.h"
 #include "tiers/file_tier.h"
 #include "tiers/io/fault_file_io.h"
 
@@ -32,20 +33,8 @@ TierConfig FileConfig(const std::string& dir, bool persistent) {
   return c;
 }
 
-struct Obj {
-  std::string key;
-  std::vector<std::vector<std::byte>> bufs;
-  std::vector<std::span<const std::byte>> spans;
-  ObjectView view() {
-    spans.assign(bufs.begin(), bufs.end());
-    return ObjectView{key, spans};
-  }
-  std::vector<std::byte> concat() const {
-    std::vector<std::byte> all;
-    for (const auto& b : bufs) all.insert(all.end(), b.begin(), b.end());
-    return all;
-  }
-};
+// The conformance suite's object: a key, its buffers and views of them.
+using Obj = testing::TestObject;
 
 Obj MakeObj(const std::string& key, std::vector<size_t> sizes, uint64_t seed) {
   Obj o;
