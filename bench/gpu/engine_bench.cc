@@ -99,16 +99,7 @@ Status DiskReference(const std::string& dir, uint64_t bytes, int reps, double* g
   std::vector<double> g;
   Status st;
   for (int r = 0; r < reps && st.ok(); ++r) {
-    std::vector<IoRequest> reqs;
-    for (uint64_t off = 0; off < bytes; off += kMiB) {
-      IoRequest q;
-      q.op = IoRequest::Op::kWrite;
-      q.file = &*fh;
-      q.offset = off;
-      q.buf = buf + off;
-      q.len = kMiB;
-      reqs.push_back(q);
-    }
+    std::vector<IoRequest> reqs = SequentialWrites(*fh, buf, bytes, kMiB);
     auto t = Clock::now();
     st = io->SubmitAndWait(reqs, 32);
     g.push_back(Gbps(bytes, Since(t)));
@@ -236,6 +227,20 @@ Status OneRound(Engine& e, uint64_t obj, uint64_t n, uint64_t gpu_cap, bool to_f
 }
 
 }  // namespace
+
+std::vector<IoRequest> SequentialWrites(const FileHandle& file, std::byte* buf, uint64_t bytes, uint64_t block) {
+  std::vector<IoRequest> reqs;
+  for (uint64_t off = 0; off < bytes; off += block) {
+    IoRequest q;
+    q.op = IoRequest::Op::kWrite;
+    q.file = &file;
+    q.offset = off;
+    q.buf = buf + off;
+    q.len = static_cast<size_t>(std::min(block, bytes - off));
+    reqs.push_back(q);
+  }
+  return reqs;
+}
 
 Status RunEngineBench(const EngineBenchArgs& a, const std::function<void(const std::string&)>& line) {
   const uint64_t ws = a.gib * kGiB;

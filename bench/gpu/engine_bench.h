@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "spillway/file_io.h"
 #include "spillway/status.h"
 
 namespace spillway {
@@ -23,6 +25,10 @@ struct EngineBenchArgs {
 // measured in the same run; then a gpu -> pinned host -> file chain against
 // min(pinned D2H, disk), the disk measured with the project's FileIo at the
 // file tier's settings (O_DIRECT, 1 MiB requests, queue depth 32).
+// The disk reference's requests: `bytes` of `buf` written to `file` from
+// offset 0 in `block`-sized writes (used by both GPU benchmarks).
+std::vector<IoRequest> SequentialWrites(const FileHandle& file, std::byte* buf, uint64_t bytes, uint64_t block);
+
 Status RunEngineBench(const EngineBenchArgs& args, const std::function<void(const std::string&)>& line);
 
 }  // namespace spillway

@@ -180,16 +180,7 @@ Status GpuToFile(Report& r, const Args& args, GpuTier& tier, PinnedHostAllocator
     if (!buf) return Status::NoSpace("out of memory for the disk reference");
     std::memset(buf, 7, file_bytes);
     disk = Measure(file_bytes, reps, [&] {
-      std::vector<IoRequest> reqs;
-      for (uint64_t off = 0; off < file_bytes; off += kMiB) {
-        IoRequest q;
-        q.op = IoRequest::Op::kWrite;
-        q.file = &*fh;
-        q.offset = off;
-        q.buf = buf + off;
-        q.len = kMiB;
-        reqs.push_back(q);
-      }
+      std::vector<IoRequest> reqs = SequentialWrites(*fh, buf, file_bytes, kMiB);
       auto t = Clock::now();
       Status st = io->SubmitAndWait(reqs, 32);
       if (!st.ok()) err = st;
