@@ -242,22 +242,49 @@ def _watchdog(side, stop):
 
 
 def run_side(side, args, workdir, workloads, rep):
+    """Runs every workload on one side; a workload whose worker dies (the cgroup's OOM killer) is recorded as
+    failed, and the next workload gets a fresh cluster."""
     import threading
 
-    s = Side(side, args, workdir, rep)
-    results = {}
-    stop = threading.Event()
-    threading.Thread(target=_watchdog, args=(s, stop), daemon=True).start()
+    results = {"_confined": None, "_why_not": None, "_failcnt": 0}
+    s = stop = None
+
+    def close():
+        nonlocal s, stop
+        if s is None:
+            return
+        stop.set()
+        if results["_confined"] is None:
+            results["_confined"] = s.cgroup.path is not None
+            results["_why_not"] = s.cgroup.why_not
+        results["_failcnt"] += s.cgroup.failcnt() if s.cgroup.path else 0
+        s.close()
+        s = None
+
     try:
         for name in workloads:
             fn, scale = WORKLOADS[name]
+            if s is None:
+                s = Side(side, args, workdir, rep)
+                stop = threading.Event()
+                threading.Thread(target=_watchdog, args=(s, stop), daemon=True).start()
             data_bytes = int((scale or args.scale) * s.limit)
             before, load_before = s.spill_metrics(), load()
             t = time.perf_counter()
-            if not s.alive():
-                raise RuntimeError(f"{side}: a worker process died (killed by the cgroup's OOM killer?); "
-                                   f"see {workdir}/{side}-{rep}-w*.log")
-            phases, check = fn(s.client, data_bytes)
+            try:
+                phases, check = fn(s.client, data_bytes)
+                if not s.alive():
+                    raise RuntimeError("a worker process died")
+            except (KeyboardInterrupt, Exception) as e:  # the watchdog interrupts us when a worker dies
+                if s.alive() and not isinstance(e, KeyboardInterrupt):
+                    raise
+                failcnt = s.cgroup.failcnt() if s.cgroup.path else 0
+                why = (f"a worker died after {time.perf_counter() - t:.0f} s (cgroup limit hits {failcnt}: "
+                       f"the OOM killer); see {workdir}/{side}-{rep}-w*.log")
+                results[name] = {"failed": why, "data_bytes": data_bytes, "load": f"{load_before} -> {load()}"}
+                print(f"  run {rep + 1} {side:9s} {name:9s} FAILED: {why}", flush=True)
+                close()
+                continue
             total = time.perf_counter() - t
             after = s.spill_metrics()
             spill = {k: after[k] - before[k] for k in after}
@@ -273,40 +300,51 @@ def run_side(side, args, workdir, workloads, rep):
                     f"({spill['disk_write_bytes_total'] / MiB:.0f} MiB), spill time {spill_s:.1f} s; "
                     f"peak RSS {r['rss'] / MiB:.0f} MiB, cgroup peak {r['cgroup_peak'] / MiB:.0f} MiB; "
                     f"load {r['load']}", flush=True)
-        if not s.alive():
-            raise RuntimeError(f"{side}: a worker process died (killed by the cgroup's OOM killer?); "
-                               f"see {workdir}/{side}-{rep}-w*.log")
     finally:
-        stop.set()
-        results["_confined"] = s.cgroup.path is not None
-        results["_why_not"] = s.cgroup.why_not
-        results["_failcnt"] = s.cgroup.failcnt() if s.cgroup.path else 0
-        s.close()
+        close()
     return results
 
 
 # ---- report ----------------------------------------------------------------------
 
 def render(args, runs, workloads, load_before, load_after, started):
-    med = lambda side, wl, f: statistics.median(f(r[side][wl]) for r in runs)  # noqa: E731
+    def med(side, wl, f):
+        ok = [f(r[side][wl]) for r in runs if "failed" not in r[side][wl]]
+        return statistics.median(ok) if ok else None
+
+    def failed(side, wl):
+        return sum("failed" in r[side][wl] for r in runs)
+
+    def cell(side, wl, v, fmt):
+        if v is None:
+            return f"failed {failed(side, wl)}/{len(runs)}"
+        return fmt(v) + (f" (failed {failed(side, wl)}/{len(runs)})" if failed(side, wl) else "")
+
     lines = ["| workload | data | dask (s) | spillway (s) | dask/spillway | Dask's spill time | "
              "peak RSS/worker dask / spillway | cgroup peak dask / spillway |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for wl in workloads:
         d, s = med("dask", wl, lambda r: r["total"]), med("spillway", wl, lambda r: r["total"])
         share = med("dask", wl, lambda r: r["spill_seconds"] / (r["total"] * args.workers))
-        rss = [med(side, wl, lambda r: r["rss"]) / MiB for side in SIDES]
-        cg = [med(side, wl, lambda r: r["cgroup_peak"]) / MiB for side in SIDES]
+        rss = [med(side, wl, lambda r: r["rss"]) for side in SIDES]
+        cg = [med(side, wl, lambda r: r["cgroup_peak"]) for side in SIDES]
+        mib = lambda v: "-" if v is None else f"{v / MiB:.0f}"  # noqa: E731
         data = runs[0]["dask"][wl]["data_bytes"] / MiB
-        lines.append(f"| {wl} | {data:.0f} MiB | {d:.2f} | {s:.2f} | {d / s:.2f}x | {share:.0%} | "
-                     f"{rss[0]:.0f} / {rss[1]:.0f} MiB | {cg[0]:.0f} / {cg[1]:.0f} MiB |")
+        ratio = f"{d / s:.2f}x" if d is not None and s is not None else "-"
+        lines.append(f"| {wl} | {data:.0f} MiB | {cell('dask', wl, d, lambda v: f'{v:.2f}')} | "
+                     f"{cell('spillway', wl, s, lambda v: f'{v:.2f}')} | {ratio} | "
+                     f"{'-' if share is None else f'{share:.0%}'} | "
+                     f"{mib(rss[0])} / {mib(rss[1])} MiB | {mib(cg[0])} / {mib(cg[1])} MiB |")
     table = "\n".join(lines)
     per_run = ["| run | side | " + " | ".join(workloads) + " | load (first workload) |",
                "| --- | --- |" + " ---: |" * len(workloads) + " --- |"]
     for i, run in enumerate(runs, 1):
         for side in SIDES:
-            per_run.append(f"| {i} | {side} | " + " | ".join(f"{run[side][wl]['total']:.1f}" for wl in workloads)
-                           + f" | {run[side][workloads[0]]['load']} |")
+            per_run.append(f"| {i} | {side} | " + " | ".join(
+                "failed (OOM)" if "failed" in run[side][wl] else f"{run[side][wl]['total']:.1f}" for wl in workloads)
+                + f" | {run[side][workloads[0]]['load']} |")
+    failures = [f"- run {i} {side} {wl}: {run[side][wl]['failed']}" for i, run in enumerate(runs, 1)
+                for side in SIDES for wl in workloads if "failed" in run[side][wl]]
     confinement = []
     for side in SIDES:
         r = runs[0][side]
@@ -341,7 +379,7 @@ Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`
 Each run, end to end (s):
 
 {chr(10).join(per_run)}
-"""
+{chr(10) + "Failed runs:" + chr(10) + chr(10) + chr(10).join(failures) + chr(10) if failures else ""}"""
     return md, table
 
 
@@ -391,6 +429,8 @@ def main():
             shutil.rmtree(workdir, ignore_errors=True)
     for run in runs:
         for wl in workloads:
+            if "failed" in run["dask"][wl] or "failed" in run["spillway"][wl]:
+                continue
             a, b = run["dask"][wl]["check"], run["spillway"][wl]["check"]
             if not checks_match(a, b):
                 print(f"dask_bench: RESULTS DIFFER for {wl}: dask {a} spillway {b}", file=sys.stderr)

@@ -25,6 +25,7 @@ constexpr TierKey kTierKeys[] = {
     {"persistent", TierKind::kFile},  {"allow_symlink", TierKind::kFile},
     {"wipe_persistent", TierKind::kFile},
     {"max_object_size", std::nullopt}, {"min_free", TierKind::kFile},
+    {"pin_at_open", TierKind::kHost},
 };
 
 const TierKey* FindTierKey(std::string_view name) {
@@ -195,6 +196,14 @@ void SchemaReader::ReadTier(size_t index, const std::vector<TierEntry>& entries,
           t.min_free_fraction = spec->percent / 100.0;
         } else {
           t.min_free_bytes = spec->bytes;
+        }
+      }
+    } else if (key == "pin_at_open") {
+      if (auto spec = values_.Size(v, e.path, true)) {
+        if (spec->is_percent) {
+          t.pin_at_open_fraction = spec->percent / 100.0;
+        } else {
+          t.pin_at_open_bytes = spec->bytes;
         }
       }
     } else if (key == "headroom") {

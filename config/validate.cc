@@ -118,6 +118,12 @@ void CheckTier(const TierConfig& t, const std::string& f, DiagnosticSink& sink) 
                  "max_object_size (" + FormatBytes(t.max_object_bytes) + ") is larger than the capacity (" +
                      FormatBytes(t.capacity_bytes) + "), which already bounds the objects the tier takes");
   }
+  if (t.pin_at_open_bytes != 0 && t.capacity_bytes != 0 && t.pin_at_open_bytes > t.capacity_bytes) {
+    sink.Error(f + ".pin_at_open",
+               "pin_at_open (" + FormatBytes(t.pin_at_open_bytes) + ") is larger than the capacity (" +
+                   FormatBytes(t.capacity_bytes) + ")",
+               "at most the capacity, e.g. pin_at_open: 100%");
+  }
   if (t.min_free_fraction < 0 || t.min_free_fraction >= 1) {
     sink.Error(f + ".min_free", "min_free of " + std::to_string(t.min_free_fraction * 100) +
                                     "% leaves no room to write",

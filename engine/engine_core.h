@@ -167,7 +167,7 @@ class EngineCore final : public Engine {
   StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs);
   bool CanAdoptHost(int t) const;
   void CreateGpuTier(const TierConfig& tc, int index, Status* st);
-  Status OpenGpuSupport();
+  Status OpenGpuSupport(Logger* logger);
   void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok);
 
   Config config_;

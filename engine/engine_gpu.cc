@@ -5,6 +5,7 @@
 // report NotSupported and device buffers are never detected.
 #include <future>
 
+#include "base/units.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
 #include "tiers/cuda_runtime.h"
@@ -21,18 +22,34 @@ GpuTier* AsGpu(Tier& t) { return static_cast<GpuTier*>(&t); }
 #endif
 }  // namespace
 
-Status EngineCore::OpenGpuSupport() {
+Status EngineCore::OpenGpuSupport(Logger* logger) {
   uint64_t pinned_capacity = 0;
+  uint64_t pin_at_open = 0;
   for (const TierConfig& tc : config_.tiers) {
-    if (tc.kind == TierKind::kHost && tc.pinned) pinned_capacity += tc.capacity_bytes;
+    if (tc.kind != TierKind::kHost || !tc.pinned) continue;
+    pinned_capacity += tc.capacity_bytes;
+    const auto fraction = static_cast<uint64_t>(tc.pin_at_open_fraction * static_cast<double>(tc.capacity_bytes));
+    pin_at_open += std::min(tc.capacity_bytes, std::max(tc.pin_at_open_bytes, fraction));
   }
   if (pinned_capacity == 0 || !cuda::BuiltWithCuda()) return Status::OK();
   auto devices = cuda::DeviceCount();
   if (!devices.ok() || *devices == 0) return Status::OK();  // no GPU: plain host memory
   PinnedPoolOptions po;
   po.capacity_bytes = pinned_capacity;
-  // Slabs are pinned by a background thread, so Open stays fast.
-  host_alloc_ = std::make_unique<PinnedHostAllocator>(po);
+  po.initial_bytes = std::max(po.initial_bytes, pin_at_open);
+  // Slabs are pinned by a background thread, so Open stays fast unless a
+  // tier asks for pin_at_open: copies into memory not yet pinned run several
+  // times slower (a spill burst right after Open outruns the grower, about
+  // 2 GB/s), so a worker that spills at once pins at startup.
+  auto pool = std::make_unique<PinnedHostAllocator>(po);
+  if (pin_at_open > 0) {
+    const Status st = pool->WaitForFree(pin_at_open, std::chrono::minutes(10));
+    if (!st.ok()) {
+      logger->Log(LogLevel::kWarning, "pin_at_open: " + FormatBytes(pin_at_open) + " not page-locked at open (" +
+                                          st.ToString() + "); the rest is pinned in the background");
+    }
+  }
+  host_alloc_ = std::move(pool);
   return Status::OK();
 }
 
@@ -124,8 +141,11 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   if (!mover_->MakeRoom(g, est)) {
     Unpin(e);
     Unref(e);
-    return Status::NoSpace("cannot make room for " + std::to_string(est) + " bytes on gpu tier '" +
-                           tiers_[g]->name() + "'");
+    return Status::NoSpace("cannot make room for " + FormatBytes(est) + " on gpu tier '" + tiers_[g]->name() +
+                           "' (" + FormatBytes(tiers_[g]->used_bytes()) + " of " +
+                           FormatBytes(tiers_[g]->capacity_bytes()) + " used, " +
+                           FormatBytes(pinned_bytes_[g].Load()) + " of it pinned by open handles; nothing " +
+                           "could be demoted for a second)");
   }
   auto locs = tiers_[g]->Store(std::span<const ObjectView>(&view, 1), std::span<const uint64_t>(&est, 1));
   if (!locs.ok()) {

@@ -15,6 +15,7 @@
 #include "engine/placement.h"
 #include "tiers/cuda_runtime.h"
 #include "tiers/file_tier.h"
+#include "tiers/pinned_pool.h"
 
 namespace spillway {
 namespace internal {
@@ -72,7 +73,10 @@ Status EngineCore::Init() {
   pinned_bytes_.reset(new StripedCounter[n]);
   policy_ = std::make_unique<EvictionPolicy>(n);
 
-  SPILLWAY_RETURN_IF_ERROR(OpenGpuSupport());
+  Logger* const logger = options_.logger != nullptr   ? options_.logger
+                         : options_.file_io != nullptr ? options_.file_io->logger()
+                                                       : StderrLogger();
+  SPILLWAY_RETURN_IF_ERROR(OpenGpuSupport(logger));
   prefetch_pool_ = std::make_unique<ThreadPool>(2);
 
   std::unordered_map<int, FileIo*> io_by_engine;
@@ -85,9 +89,6 @@ Status EngineCore::Init() {
     return owned_io_.back().get();
   };
 
-  Logger* const logger = options_.logger != nullptr   ? options_.logger
-                         : options_.file_io != nullptr ? options_.file_io->logger()
-                                                       : StderrLogger();
   // The event log and the metrics dump: through the caller's FileIo (an
   // in-memory one in tests), else POSIX.
   FileIo* const diag_io = options_.file_io != nullptr ? options_.file_io : io_for(IoEngine::kPosix);
@@ -286,6 +287,11 @@ EngineStats EngineCore::Stats() {
     s.event_log_dropped = event_log_->dropped();
   }
   s.labels = metrics_labels_;
+  if (auto* pool = dynamic_cast<PinnedHostAllocator*>(host_alloc_.get())) {
+    const PinnedPoolStats ps = pool->stats();
+    s.pinned_pool_bytes = ps.slab_bytes;
+    s.pinned_fallback_bytes = ps.fallback_bytes;
+  }
   return s;
 }
 

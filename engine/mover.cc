@@ -117,6 +117,7 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
     b.inflight_batches--;
     b.inflight_bytes -= picked;
     b.batches_done++;
+    b.moved_bytes += r.moved;
     b.stuck = r.moved == 0;
     if (r.blocked >= 0) {
       Boundary& below = bounds_[r.blocked];
@@ -141,9 +142,23 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
 }
 
 namespace {
-// MakeRoom's retries after a batch moved nothing, 20 ms apart.
-constexpr int kStuckRetries = 25;
+// A caller waiting for room gives up only after this long without progress
+// anywhere from its tier down: no batch completed that moved bytes, and no
+// tier's usage changed. Pins are often held only for a moment (concurrent
+// readers, promotions in flight) and the tiers below may be draining, so
+// counting wake-ups is not enough: a burst of completions elsewhere used to
+// exhaust the retries while the chain below was still making room.
+constexpr auto kNoProgressWait = std::chrono::milliseconds(1000);
 }  // namespace
+
+uint64_t Mover::ProgressLocked(int t) const {
+  // Any change in these means something moved or was freed from t down.
+  uint64_t sig = 0;
+  for (size_t d = static_cast<size_t>(t); d < bounds_.size(); ++d) {
+    sig = sig * 1000003 + bounds_[d].moved_bytes + core_->tier(static_cast<int>(d)).used_bytes();
+  }
+  return sig;
+}
 
 bool Mover::MakeRoom(int t, uint64_t bytes) {
   Tier& tier = core_->tier(t);
@@ -169,23 +184,28 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
   b.stuck = false;
   KickLocked(t);
   bool ok = false;
-  // A batch that moved nothing (every victim pinned, or no room below) marks
-  // the boundary stuck; pins are often held only for a moment (concurrent
-  // readers, promotions in flight), so a caller retries for a while before it
-  // gives up (the old caller-thread demotion tried 4 times).
-  int stuck_rounds = 0;
+  uint64_t seen = ProgressLocked(t);
+  auto deadline = std::chrono::steady_clock::now() + kNoProgressWait;
   for (;;) {
     if (tier.TryReserve(bytes)) {
       ok = true;
       break;
     }
     if (stopping_) break;
-    if (b.inflight_batches == 0 && b.stuck) {
-      if (++stuck_rounds > kStuckRetries) break;  // nothing can move
+    const uint64_t now_sig = ProgressLocked(t);
+    const auto now = std::chrono::steady_clock::now();
+    if (now_sig != seen) {
+      seen = now_sig;
+      deadline = now + kNoProgressWait;
+    } else if (now >= deadline) {
+      break;  // nothing moved or was freed for a while: nothing can move
+    }
+    // A stuck boundary (its last batch moved nothing) is re-tried: the pins
+    // may be gone, or the tier below may have room by now.
+    if (b.inflight_batches == 0) {
       b.stuck = false;
       KickLocked(t);
     }
-    if (b.inflight_batches == 0) KickLocked(t);
     // Every completion notifies; the timeout covers room freed elsewhere
     // (an Erase, a Handle released).
     cv_.wait_for(l, std::chrono::milliseconds(20));

@@ -55,8 +55,8 @@ class Mover {
 
   // Reserves `bytes` in tier t, making room if needed: true when reserved.
   // Background: waits for the mover until the reservation fits, or gives up
-  // when the boundary cannot move anything (all pinned, nothing below has
-  // room). Otherwise demotes on the caller's thread. Never waits for a
+  // after a second in which nothing moved or was freed from tier t down (all
+  // pinned, nothing below has room). Otherwise demotes on the caller's thread. Never waits for a
   // whole batch to be re-started: every completion re-tries the reservation.
   bool MakeRoom(int t, uint64_t bytes);
   // Reserves `bytes` in tier t for a promotion if it has room now. With a
@@ -93,7 +93,11 @@ class Mover {
  private:
   struct Boundary : BoundaryState {
     uint64_t pressure_bytes = 0;
+    uint64_t moved_bytes = 0;  // by all completed batches
   };
+  // REQUIRES: mu_. A value that changes whenever bytes move or are freed in
+  // tier t or below (MakeRoom's measure of progress).
+  uint64_t ProgressLocked(int t) const;
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
   void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);

@@ -285,6 +285,8 @@ std::string StatsToJson(const EngineStats& s, int indent) {
   j["misses"] = s.misses;
   j["erases"] = s.erases;
   j["sync_demotions"] = s.sync_demotions;
+  j["pinned_pool_bytes"] = s.pinned_pool_bytes;
+  j["pinned_fallback_bytes"] = s.pinned_fallback_bytes;
   return j.dump(indent);
 }
 
@@ -393,6 +395,11 @@ std::string StatsToPrometheus(const EngineStats& s) {
   w.Family("event_log_dropped_lines_total", "counter",
            "Spill event log lines dropped by the rate limit or lost to write errors.");
   w.Sample("event_log_dropped_lines_total", "", {}, s.event_log_dropped);
+  w.Family("pinned_pool_bytes", "gauge", "Page-locked host memory held by the pinned pool (pinned host tiers).");
+  w.Sample("pinned_pool_bytes", "", {}, s.pinned_pool_bytes);
+  w.Family("pinned_fallback_bytes_total", "counter",
+           "Host allocations served from plain memory because the pinned pool had not grown enough yet.");
+  w.Sample("pinned_fallback_bytes_total", "", {}, s.pinned_fallback_bytes);
   return w.Take();
 }
 

@@ -53,7 +53,8 @@
 # "--budget 8GiB --scale 3"), GPU_TEST_TIMEOUT / GPU_BENCH_TIMEOUT (seconds),
 # GPU_RUN_DASK_BENCH=0 (no Dask benchmark), GPU_DASK_CHECK=0 (no LocalCluster check). C++ part: GPU_STRESS_ARGS (stress
 # --device options, default "--threads 8 --keys 400 --ops 40000"),
-# GPU_CPP_BENCH_ARGS (gpu_bench options, e.g. --engine-only), GPU_TESTS=0
+# GPU_CPP_BENCH_ARGS (gpu_bench options, e.g. --engine-only), GPU_DEMO=0 (no
+# demo run; GPU_DEMO_ARGS its options), GPU_TESTS=0
 # (skip spillway_test_gpu), SPILLWAY_SANITIZE=0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -192,6 +193,27 @@ YAML
   echo "== stress --device exit code $strc" | tee -a "$out/stress-device.log"
   [ "$strc" -ne 0 ] && rc=1
   rm -rf "$sdir"
+  if [ "${GPU_DEMO:-1}" != 0 ]; then
+    # Issue 13: the demo's read-back rate against its write rate through a
+    # gpu -> pinned host -> file chain on this machine's disk.
+    echo "== spillway demo on a gpu -> host -> file chain"
+    ddir="${SPILLWAY_TEST_DIR}/spillway-demo-gpu-$$"
+    mkdir -p "$ddir"
+    cat >"$ddir/tiers.yaml" <<YAML
+version: 1
+tiers:
+  - {name: gpu0, kind: gpu, device: 0, capacity: 2GiB}
+  - {name: host, kind: host, capacity: 2GiB, pin_at_open: 100%}
+  - {name: disk, kind: file, capacity: 40GiB, paths: ["$ddir/disk"]}
+YAML
+    # shellcheck disable=SC2086  # GPU_DEMO_ARGS is a list of options
+    timeout 180 "$dist/spillway" demo -c "$ddir/tiers.yaml" ${GPU_DEMO_ARGS:---multiple 8 --object-bytes 8MiB} \
+      2>&1 | tee "$out/demo.log"
+    drc=${PIPESTATUS[0]}
+    echo "== demo exit code $drc" | tee -a "$out/demo.log"
+    [ "$drc" -ne 0 ] && rc=1
+    rm -rf "$ddir"
+  fi
   echo "== gpu_bench"
   # shellcheck disable=SC2086  # GPU_CPP_BENCH_ARGS is a list of options
   timeout 240 "$dist/gpu_bench" ${GPU_CPP_BENCH_ARGS:-} --out "$out/gpu-bench.md" 2>&1 | tee "$out/bench.log"

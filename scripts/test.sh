@@ -6,15 +6,19 @@
 #      tests, which load an unsanitized interpreter, and the install test,
 #      whose outside project does not link the sanitizer runtimes)
 #   3. the concurrency tests under ThreadSanitizer
-#   4. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 60) seconds
+#   4. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 30) seconds
 # Set SPILLWAY_QUICK=1 to run only stage 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SPILLWAY_TEST_DIR="${SPILLWAY_TEST_DIR:-/var/tmp}"
+# Each stage's wall time, so a slow CI run shows where the time went.
+stage_start=$SECONDS
+stage_done() { echo "== $1 took $((SECONDS - stage_start)) s (total $SECONDS s)"; stage_start=$SECONDS; }
 
 echo "== stage 1: build and run the test suite"
 bash scripts/build.sh build
 ctest --test-dir build --output-on-failure -j 2 --timeout 900
+stage_done "stage 1"
 [ "${SPILLWAY_QUICK:-0}" = 1 ] && exit 0
 
 echo "== stage 2: the suite under AddressSanitizer + UndefinedBehaviorSanitizer"
@@ -23,6 +27,7 @@ bash scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBU
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   ctest --test-dir build-asan --output-on-failure -j 2 --timeout 900 -E "^(tools/bench_quick_test|python/|install/)"
+stage_done "stage 2"
 
 echo "== stage 3: concurrency tests under ThreadSanitizer"
 SPILLWAY_TARGETS="spillway_cli spillway_test_engine spillway_test_tiers spillway_test_codecs spillway_test_base" \
@@ -39,11 +44,12 @@ tiers:
 YAML
 build-tsan/bin/spillway stress --config "$tsan_dir/chain.yaml" --threads 4 --ops 20000 --keys 1000 --sizes 64:65536 --seed 7
 rm -rf "$tsan_dir"
+stage_done "stage 3"
 
 echo "== stage 4: fuzzers"
 SPILLWAY_TARGETS="config_loader_fuzz record_decode_fuzz" CC=clang CXX=clang++ bash scripts/build.sh build-fuzz -DSPILLWAY_BUILD_FUZZERS=ON -DSPILLWAY_CUDA=OFF \
   -DSPILLWAY_BUILD_PYTHON=OFF -DSPILLWAY_BUILD_TESTS=ON
-secs="${SPILLWAY_FUZZ_SECONDS:-60}"
+secs="${SPILLWAY_FUZZ_SECONDS:-30}"
 for fuzzer in build-fuzz/tests/*_fuzz; do
   name="$(basename "$fuzzer" _fuzz)"
   corpus="tests/fuzz/corpus/${name%%_*}"
@@ -53,4 +59,5 @@ for fuzzer in build-fuzz/tests/*_fuzz; do
   "$fuzzer" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -n 12
   rm -rf "$work"
 done
+stage_done "stage 4"
 echo "all test stages passed"

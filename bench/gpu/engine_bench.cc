@@ -159,6 +159,7 @@ uint64_t BoundaryBytes(const EngineStats& s, const std::string& from, const std:
 }
 
 struct Round {
+  std::string diag;       // the engine's own view of the round (boundary rates, pinned pool)
   double put_s = 0;       // first Put to end of Flush
   uint64_t spilled = 0;   // gpu -> host bytes (or bytes reaching the file tier)
   double up_s = 0;        // Acquire(kDevice) of the batch
@@ -190,6 +191,21 @@ Status OneRound(Engine& e, uint64_t obj, uint64_t n, uint64_t gpu_cap, bool to_f
   const EngineStats after = e.Stats();
   out->spilled = to_file ? BoundaryBytes(after, "host", "disk") - BoundaryBytes(before, "host", "disk")
                          : BoundaryBytes(after, "gpu0", "host") - BoundaryBytes(before, "gpu0", "host");
+  // Diagnostics: each boundary's bytes over the time its batches spent
+  // moving (summed over batches in flight together, so below wall-clock
+  // rate when they overlap), and host memory that missed the pinned pool.
+  for (const auto& b : after.boundaries) {
+    uint64_t bytes0 = 0, ns0 = 0;
+    for (const auto& p : before.boundaries) {
+      if (p.from == b.from && p.to == b.to) bytes0 = p.bytes, ns0 = p.nanos;
+    }
+    if (b.bytes == bytes0) continue;
+    out->diag += b.from + "→" + b.to + " " + std::to_string((b.bytes - bytes0) / kMiB) + " MiB in " +
+                 F((b.nanos - ns0) / 1e9) + " s of batch time; ";
+  }
+  out->diag += "sync demotions " + std::to_string(after.sync_demotions - before.sync_demotions) +
+               "; pinned pool " + std::to_string(after.pinned_pool_bytes / kMiB) + " MiB, fallback to plain memory " +
+               std::to_string((after.pinned_fallback_bytes - before.pinned_fallback_bytes) / kMiB) + " MiB";
   // Free the device: the newest objects are the ones still there (LRU demotes
   // the oldest first); erase them, newest first, until one is not on the device
   // (Get(kAny) of a host object does not move it: promote_on_read is off).
@@ -259,6 +275,7 @@ Status RunEngineBench(const EngineBenchArgs& a, const std::function<void(const s
        "pinned cudaMemcpyAsync in the same object-size chunks; disk: the project's FileIo (" + disk_what +
        ") at the file tier's settings, " + F(disk) + " GB/s.");
   line("");
+  std::vector<std::string> diags;
   line("| path | object | GB/s | reference | ratio | target |");
   line("| --- | --- | --- | --- | --- | --- |");
   std::vector<double> d2hs, h2ds;
@@ -293,10 +310,12 @@ Status RunEngineBench(const EngineBenchArgs& a, const std::function<void(const s
       if (!e.ok()) return e.status().WithContext("engine gpu+host+file");
       WaitForPinning(ws / 8);
       std::vector<double> down, up;
+      std::string diag;
       for (int r = 0; r < a.reps + 1; ++r) {
         Round rd;
         SPILLWAY_RETURN_IF_ERROR(OneRound(**e, obj, n, ws / 4, true, &rd).WithContext("gpu+host+file round"));
         if (r == 0) continue;
+        diag = rd.diag;
         down.push_back(Gbps(rd.spilled, rd.put_s));
         up.push_back(Gbps(rd.up_bytes, rd.up_s));
       }
@@ -305,8 +324,11 @@ Status RunEngineBench(const EngineBenchArgs& a, const std::function<void(const s
       line("| gpu → file through pinned host (Put + Flush; bytes reaching the file tier) | " + os + " | " + F(g) +
            " | min(pinned D2H, disk) " + F(ref) + " | " + F(g / ref) + "× | ≥ 0.85× " + Verdict(g / ref, 0.85) + " |");
       line("| file → gpu (Acquire kDevice of the oldest objects) | " + os + " | " + F(u) + " | | | |");
+      diags.push_back("gpu → file, " + os + ", last round: " + diag);
     }
   }
+  line("");
+  for (const std::string& d : diags) line("- " + d);
   std::filesystem::remove_all(a.dir, ec);
   return Status::OK();
 }

@@ -94,6 +94,11 @@ struct TierConfig {
   uint64_t headroom_bytes = 0;  // demote when free device memory falls below this
   // host tiers
   bool pinned = true;  // page-locked when CUDA is present
+  // Bytes (or a fraction of the capacity) page-locked before Open returns.
+  // The rest is pinned in the background; allocations beyond what is pinned
+  // use plain memory, which copies to and from a GPU several times slower.
+  uint64_t pin_at_open_bytes = 0;
+  double pin_at_open_fraction = 0;
   // a tier that cannot be set up (no GPU, no CUDA) is dropped with a warning
   bool optional = false;
 };

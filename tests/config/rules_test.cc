@@ -219,5 +219,23 @@ TEST_CASE("a NUL byte in a tier name is escaped in the message, not cut off") {
   CHECK(std::string(text.c_str()).find("characters other than") != std::string::npos);
 }
 
+TEST_CASE("pin_at_open: a size or a percentage of a host tier's capacity, never above it") {
+  auto yaml = [](const std::string& v) {
+    return "version: 1\ntiers:\n  - {name: host, kind: host, capacity: 1GiB, pin_at_open: " + v + "}\n";
+  };
+  LoadResult bytes = LoadYaml(yaml("256MiB"));
+  REQUIRE_MESSAGE(bytes.ok(), bytes.Summary());
+  CHECK(bytes.config.tiers[0].pin_at_open_bytes == 256ull << 20);
+  LoadResult all = LoadYaml(yaml("100%"));
+  REQUIRE_MESSAGE(all.ok(), all.Summary());
+  CHECK(all.config.tiers[0].pin_at_open_fraction == doctest::Approx(1.0));
+  CHECK(FindError(LoadYaml(yaml("2GiB")), "tiers[0].pin_at_open", "larger than the capacity"));
+  CHECK(FindError(LoadYaml(yaml("150%")), "tiers[0].pin_at_open", "at most 100"));
+  // Only host tiers pin.
+  LoadResult file = LoadYaml(
+      "version: 1\ntiers:\n  - {name: d, kind: file, capacity: 1GiB, paths: [/var/tmp/x], pin_at_open: 1GiB}\n");
+  CHECK(testing::FindWarning(file, "tiers[0].pin_at_open", "host"));
+}
+
 }  // namespace
 }  // namespace spillway

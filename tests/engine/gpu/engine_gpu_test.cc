@@ -1,10 +1,12 @@
 // The engine over a gpu -> host -> file chain: device objects several times
 // larger than the gpu tier are stored and read back verified, Acquire pins,
-// allocation failure demotes, managed mode, and device pressure from outside
-// the engine. Skips visibly without a GPU.
+// allocation failure demotes, managed mode, device pressure from outside the
+// engine (headroom), and pin_at_open. Skips visibly without a GPU.
 #include "tiers/gpu/gpu_test_util.h"
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "engine/engine_test_util.h"
 #include "spillway/engine.h"
@@ -178,4 +180,65 @@ TEST_CASE("engine gpu: managed memory mode stores and demotes by prefetch") {
     REQUIRE_MESSAGE(h.ok(), h.status().ToString());
     CHECK(HandleEquals(*h, RandomBytes(8 << 20, 700 + i)));
   }
+}
+
+TEST_CASE("engine gpu: headroom demotes when memory taken outside the engine leaves too little free") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  auto before = cuda::GetMemInfo(0);
+  REQUIRE(before.ok());
+  // Headroom 2 GiB below what is free now: the engine's 512 MiB (and its
+  // pool's slack) leave free memory above it; an outside allocation of 2 GiB
+  // takes it below, and the mover's tick (every 100 ms) must demote.
+  Config c = GpuChain(dir.path(), 1ull << 30, 1ull << 30);
+  c.tiers[0].headroom_bytes = before->free_bytes - (2ull << 30);
+  auto e = OpenGpu(c);
+  const uint64_t obj = 32ull << 20;
+  DeviceBuffer dev(obj);
+  for (int i = 0; i < 16; ++i) {  // 512 MiB, half the tier: no watermark pressure
+    dev.Upload(RandomBytes(obj, i));
+    std::span<const std::byte> one[1] = {dev.span()};
+    REQUIRE(e->Put("h" + std::to_string(i), one).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  const uint64_t held = e->Stats().tiers[0].used_bytes;
+  CHECK(held == 16 * obj);  // nothing demoted yet
+  auto outside = cuda::Malloc(0, 2ull << 30);
+  REQUIRE(outside.ok());
+  uint64_t now = held;
+  for (int i = 0; i < 50 && now + (64ull << 20) > held; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = e->Stats().tiers[0].used_bytes;
+  }
+  cuda::Free(*outside);
+  INFO("gpu tier held " << held << " bytes, " << now << " after the outside allocation");
+  CHECK(now + (64ull << 20) <= held);  // at least 64 MiB given back
+  // What was demoted is intact below.
+  for (int i = 0; i < 16; ++i) {
+    auto h = e->Get("h" + std::to_string(i), Where::kHost);
+    REQUIRE(h.ok());
+    CHECK(SameBytes(h->buffer(0).data(), RandomBytes(obj, i)));
+  }
+}
+
+TEST_CASE("engine gpu: pin_at_open page-locks the host tier before Open returns, so a spill burst uses no plain memory") {
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  Config c = GpuChain(dir.path(), 128ull << 20, 1ull << 30);
+  c.tiers[1].pin_at_open_fraction = 1.0;  // pin_at_open: 100%
+  auto e = OpenGpu(c);
+  const EngineStats at_open = e->Stats();
+  // The pool pins 256 MiB in the background by default; all 1 GiB now.
+  CHECK(at_open.pinned_pool_bytes >= (1ull << 30));
+  const uint64_t obj = 8ull << 20;
+  DeviceBuffer dev(obj);
+  for (int i = 0; i < 96; ++i) {  // 768 MiB into a 128 MiB gpu tier
+    dev.Upload(RandomBytes(obj, i));
+    std::span<const std::byte> one[1] = {dev.span()};
+    REQUIRE(e->Put("p" + std::to_string(i), one).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  const EngineStats s = e->Stats();
+  CHECK(s.tiers[0].demotions_out > 0);
+  CHECK(s.pinned_fallback_bytes == 0);
 }
