@@ -22,6 +22,9 @@ struct DemotionBatch {
     int dest = -1;
     Location dst;
     bool ok = false;
+    // The entry's clean copy is in tier `dest`: the move only re-points the
+    // entry there (nothing read or written).
+    bool clean = false;
   };
   EngineCore* core = nullptr;
   std::vector<Entry*> victims;  // picked (a reference each), moving or not
@@ -75,6 +78,12 @@ DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
     if (e->erased || e->moving || e->tier != t || e->pins() != 0) continue;
     e->moving = true;
     batch->moves.push_back(DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false});
+    if (e->clean_tier > t) {
+      DemotionBatch::Move& m = batch->moves.back();
+      m.clean = true;
+      m.dest = e->clean_tier;
+      m.ok = true;
+    }
     batch->picked_bytes += e->raw_size;
   }
   if (batch->moves.empty()) return nullptr;  // the deleter drops the picks
@@ -114,6 +123,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
   // cost. Memory sources: the sizes come from the blob (device pointers are
   // not dereferenced).
   for (Move& m : moves) {
+    if (m.clean) continue;  // placed already: its clean copy
     std::vector<std::span<const std::byte>> sizes;
     if (source.is_memory()) {
       m.src.blob->Spans(&sizes);
@@ -139,7 +149,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
   if (source.is_memory()) {
     std::vector<Move*> placed;
     for (Move& m : moves) {
-      if (m.dest >= 0) placed.push_back(&m);
+      if (m.dest >= 0 && !m.clean) placed.push_back(&m);
     }
     if (source.kind() == TierKind::kGpu && !placed.empty()) {
       std::vector<Location> srcs;
@@ -179,7 +189,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     std::vector<uint64_t> estimates;
     std::vector<Move*> group;
     for (Move& m : moves) {
-      if (m.dest != static_cast<int>(d)) continue;
+      if (m.dest != static_cast<int>(d) || m.clean) continue;
       views.push_back(ObjectView{m.e->key(), m.spans, m.e->sequence});  // a copy keeps the version's number
       estimates.push_back(m.estimate);
       group.push_back(&m);
@@ -229,26 +239,45 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     Entry* e = m.e;
     Location old;
     bool committed = false;
-    const uint64_t st = m.dst.stored_bytes;
+    uint64_t st = m.dst.stored_bytes;
     {
       auto& shard = core_->index_.ShardFor(e->key());
       std::lock_guard<std::mutex> l(shard.mu);
       e->moving = false;
-      if (m.ok && !e->erased && e->version == m.version && e->pins() == 0) {
+      if (m.ok && !e->erased && e->version == m.version && e->pins() == 0 &&
+          (!m.clean || e->clean_tier == m.dest)) {
         old = e->loc.Take(e->raw_size);
-        e->loc.Set(std::move(m.dst));
+        if (m.clean) {
+          auto it = shard.clean_copies.find(e);
+          e->loc.Set(std::move(it->second));
+          shard.clean_copies.erase(it);
+          e->clean_tier = -1;
+        } else {
+          e->loc.Set(std::move(m.dst));
+        }
         core_->SetTierLocked(e, t, m.dest);
         committed = true;
       }
     }
+    if (committed && m.clean) {
+      core_->clean_copies_.fetch_sub(1, std::memory_order_relaxed);
+      core_->clean_demotions_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (committed) {
       source.Free(old);
       result.moved += e->raw_size;
-      objs[m.dest]++;
-      raw[m.dest] += e->raw_size;
-      stored[m.dest] += st;
+      if (m.clean) {
+        // Nothing was written: the boundary's bytes and rates count writes
+        // only; clean_demotions counts these.
+        tiers[m.dest]->ServeFromCopy(Location{.raw_bytes = e->raw_size});
+        st = 0;
+      } else {
+        objs[m.dest]++;
+        raw[m.dest] += e->raw_size;
+        stored[m.dest] += st;
+      }
       core_->LogMove(e->key(), e->raw_size, st, t, m.dest, ns / 1000, true);
-    } else if (m.ok) {
+    } else if (m.ok && !m.clean) {
       tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
     }
     // The source bytes go now, not when the batch is destroyed: a memory

@@ -282,6 +282,18 @@ void EngineCore::Unref(Entry* e) {
     Location loc = e->loc.Take(e->raw_size);
     tiers_[e->tier]->Free(loc);
   }
+  if (e->clean_tier >= 0) {  // scratch tiers only: never persistent
+    Location clean;
+    {
+      auto& shard = index_.ShardFor(e->key());
+      std::lock_guard<std::mutex> l(shard.mu);
+      auto it = shard.clean_copies.find(e);
+      clean = std::move(it->second);
+      shard.clean_copies.erase(it);
+    }
+    tiers_[e->clean_tier]->FreeCopy(clean);
+    clean_copies_.fetch_sub(1, std::memory_order_relaxed);
+  }
   Entry::Destroy(e);
 }
 

@@ -196,6 +196,9 @@ class EngineCore final : public Engine {
   StripedCounter gets_;
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+  // Entries holding a clean copy (Entry::clean_tier), and demotions that
+  // went back to one instead of writing.
+  std::atomic<uint64_t> clean_copies_{0}, clean_demotions_{0};
   // Next version sequence (Put); Init starts it above every recovered record.
   std::atomic<uint64_t> next_sequence_{1};
   std::mutex flush_mu_;  // serializes Flush and background checkpoints (their steps must not interleave)

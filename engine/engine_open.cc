@@ -282,6 +282,8 @@ EngineStats EngineCore::Stats() {
   s.misses = r(misses_);
   s.erases = r(erases_);
   s.sync_demotions = r(sync_demotions_);
+  s.clean_copies = r(clean_copies_);
+  s.clean_demotions = r(clean_demotions_);
   if (event_log_) {
     s.event_log_lines = event_log_->written();
     s.event_log_dropped = event_log_->dropped();

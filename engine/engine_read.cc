@@ -102,8 +102,13 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
   // Room made ahead by the mover, never here (see Mover::ReserveForPromotion):
   // without it this read is served as read and the next one promotes.
   if (!tiers_[h]->HasDeviceRoom(raw) || !mover_->ReserveForPromotion(h, raw)) return Handle(std::move(b), e, this);
+  // The record stays where it is as the entry's clean copy (scratch tiers;
+  // not when the tier is short of room): demoting the object again then
+  // writes nothing. A scan read back through a full memory tier would
+  // otherwise write every object a second time.
+  const bool keep_clean = !tiers_[t]->AboveHigh();
   Location old;
-  bool committed = false;
+  bool committed = false, kept = false;
   {
     auto& shard = index_.ShardFor(key);
     std::lock_guard<std::mutex> l(shard.mu);
@@ -112,6 +117,11 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
       if (nl.ok()) {
         old = RelocatePinnedLocked(e, t, h, std::move(*nl));
         committed = true;
+        if (keep_clean && e->clean_tier < 0) {
+          shard.clean_copies.emplace(e, std::move(old));
+          e->clean_tier = static_cast<int8_t>(t);
+          kept = true;
+        }
       }
     }
   }
@@ -119,7 +129,12 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
     tiers_[h]->Unreserve(raw);
     return Handle(std::move(b), e, this);
   }
-  tiers_[t]->Free(old);
+  if (kept) {
+    tiers_[t]->KeepAsCopy(Location{.raw_bytes = raw});
+    clean_copies_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    tiers_[t]->Free(old);
+  }
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   boundary(t, h).Record(1, raw, raw, ns);
   LogMove(key, raw, raw, t, h, static_cast<uint64_t>(ns) / 1000, true);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tiers/tier.h"
@@ -92,8 +93,15 @@ struct Entry {
   static constexpr uint8_t kPicked = 2;    // chosen as a victim by a Demote still running
   // ---- guarded by the shard mutex ----
   int8_t tier = -1;        // index of the tier holding the object
-  bool moving = false;     // a mover copied it and will commit or abort
-  bool erased = false;     // no longer in the index
+  // A clean copy in tier clean_tier (-1: none): the record a promotion from a
+  // scratch file tier left in place, its location in the shard's
+  // clean_copies. The object is immutable, so while the entry lives that
+  // record holds its bytes, and demoting the entry again only re-points it
+  // there: nothing is written. Freed with the entry (EngineCore::Unref) or
+  // when a demotion takes it back.
+  int8_t clean_tier = -1;
+  bool moving : 1 = false;  // a mover copied it and will commit or abort
+  bool erased : 1 = false;  // no longer in the index
   Entry* hash_next = nullptr;
   // ---- guarded by the eviction policy's mutex for lru_tier ----
   Entry* lru_prev = nullptr;
@@ -123,6 +131,8 @@ class ObjectIndex {
   class alignas(64) Shard {
    public:
     std::mutex mu;
+    // Entry -> its clean copy's location (Entry::clean_tier). REQUIRES: mu.
+    std::unordered_map<const Entry*, Location> clean_copies;
 
     Entry* Find(std::string_view key, uint64_t hash) const;
     // Maps e's key to `e`; returns the entry it replaces (null if none), which

@@ -285,6 +285,8 @@ std::string StatsToJson(const EngineStats& s, int indent) {
   j["misses"] = s.misses;
   j["erases"] = s.erases;
   j["sync_demotions"] = s.sync_demotions;
+  j["clean_copies"] = s.clean_copies;
+  j["clean_demotions"] = s.clean_demotions;
   j["pinned_pool_bytes"] = s.pinned_pool_bytes;
   j["pinned_fallback_bytes"] = s.pinned_fallback_bytes;
   return j.dump(indent);
@@ -395,6 +397,10 @@ std::string StatsToPrometheus(const EngineStats& s) {
   w.Family("event_log_dropped_lines_total", "counter",
            "Spill event log lines dropped by the rate limit or lost to write errors.");
   w.Sample("event_log_dropped_lines_total", "", {}, s.event_log_dropped);
+  w.Family("clean_copies", "gauge", "Promoted objects whose scratch-file record is kept, so demoting them again writes nothing.");
+  w.Sample("clean_copies", "", {}, s.clean_copies);
+  w.Family("clean_demotions_total", "counter", "Demotions that went back to an object's clean copy instead of writing.");
+  w.Sample("clean_demotions_total", "", {}, s.clean_demotions);
   w.Family("pinned_pool_bytes", "gauge", "Page-locked host memory held by the pinned pool (pinned host tiers).");
   w.Sample("pinned_pool_bytes", "", {}, s.pinned_pool_bytes);
   w.Family("pinned_fallback_bytes_total", "counter",

@@ -117,6 +117,13 @@ class Tier : public BlobAccount {
   void Retire(const Location& loc) { RetireImpl(loc); }
   // Releases the object's space.
   void Free(Location& loc);
+  // A record kept as a clean copy of an object that now lives in a tier
+  // above: its space stays used, but it no longer counts as one of this
+  // tier's objects (KeepAsCopy) until it serves the object again
+  // (ServeFromCopy) or is released (FreeCopy).
+  void KeepAsCopy(const Location& loc);
+  void ServeFromCopy(const Location& loc);
+  void FreeCopy(Location& loc);
   // Makes everything stored so far durable (file tiers).
   Status Sync() { return SyncImpl(); }
 

@@ -66,6 +66,11 @@ struct EngineStats {
   uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
   uint64_t event_log_lines = 0;    // event log lines written (0 when the log is off)
   uint64_t event_log_dropped = 0;  // lines refused by the rate limit or lost to write errors
+  // Promoted objects whose scratch-file record is kept as a clean copy, and
+  // demotions that went back to such a copy instead of writing (total).
+  // File tiers' objects and used bytes include the clean copies.
+  uint64_t clean_copies = 0;
+  uint64_t clean_demotions = 0;
   // The page-locked host pool (pinned host tiers with CUDA present; 0 without).
   uint64_t pinned_pool_bytes = 0;      // page-locked now
   uint64_t pinned_fallback_bytes = 0;  // allocated from plain memory because the pool had no room yet (total)
