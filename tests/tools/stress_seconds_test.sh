@@ -40,8 +40,10 @@ print("stress --seconds %g: run %.2f s, then close %.2f s; %.2f s measured outsi
                                  r["ops"]))
 assert r["lost"] == 0 and r["corrupt"] == 0, r["first_problem"]
 assert r["seconds_limit"] == limit, r["seconds_limit"]
-assert set(r["phases"]) == {"open", "clear", "workload", "final flush", "verify", "close"}, r["phases"]
-assert r["bounded_seconds"] <= limit + 0.05, "run took %.2f s for --seconds %g" % (r["bounded_seconds"], limit)
+assert set(r["phases"]) == {"open", "clear", "workload", "final flush", "verify", "stats", "close"}, r["phases"]
+# The verification stops 3% (at least 50 ms) before the bound; one Get (or a
+# workload operation) running late on a busy machine may still cross it.
+assert r["bounded_seconds"] <= limit + 0.25, "run took %.2f s for --seconds %g" % (r["bounded_seconds"], limit)
 assert abs(r["wall_seconds"] - r["bounded_seconds"] - close) < 0.05, r
 assert outside <= limit + close + slack, "wall time %.2f s for --seconds %g + close %.2f s (slack %g s)" % (
     outside, limit, close, slack)
