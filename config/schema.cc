@@ -237,11 +237,15 @@ void SchemaReader::ReadTop() {
 
 void SchemaReader::ReadDefaults(const ConfigNode& n, const std::string& path, Config* config,
                                 Origins* origins) {
-  if (!values_.ExpectMap(n, path, "a map with 'watermarks'")) return;
-  values_.CheckKeys(n, path, {"watermarks"});
+  if (!values_.ExpectMap(n, path, "a map with 'watermarks' and 'workers_per_node'")) return;
+  values_.CheckKeys(n, path, {"watermarks", "workers_per_node"});
   if (const ConfigNode* w = n.Find("watermarks")) {
     ReadWatermarks(*w, path + ".watermarks", "defaults.watermarks", &config->default_watermarks,
                    origins);
+  }
+  if (const ConfigNode* w = n.Find("workers_per_node")) {
+    origins->Set("defaults.workers_per_node", ValueReader::At(*w, path + ".workers_per_node"));
+    if (auto v = values_.Int(*w, path + ".workers_per_node", 1, 4096)) config->workers_per_node = static_cast<int>(*v);
   }
 }
 

@@ -107,6 +107,8 @@ class SchemaReader {
   std::vector<TierEntry> TierEntries(size_t index, const Profile* profile);
   void ReadTier(size_t index, const std::vector<TierEntry>& entries, const std::string& field,
                 ChainResult* chain);
+  void ReadDevice(const ConfigNode& n, const std::string& path, const std::string& field, TierConfig* tier,
+                  Origins* origins);
   void ReadCodec(const ConfigNode& n, const std::string& path, const std::string& field,
                  TierConfig* tier, Origins* origins);
   void ReadIo(const ConfigNode& n, const std::string& path, const std::string& field,

@@ -182,7 +182,7 @@ void SchemaReader::ReadTier(size_t index, const std::vector<TierEntry>& entries,
                                : t.allow_symlink) = *b;
       }
     } else if (key == "device") {
-      if (auto d = values_.Int(v, e.path, 0, INT32_MAX)) t.device = static_cast<int>(*d);
+      ReadDevice(v, e.path, f, &t, &origins);
     } else if (key == "memory") {
       if (auto m = values_.Name(v, e.path, "gpu memory kind", {"device", "managed"})) {
         t.memory = *GpuMemoryFromName(*m);
@@ -237,6 +237,42 @@ void SchemaReader::ReadTier(size_t index, const std::vector<TierEntry>& entries,
   if (!kind) t.paths.clear();  // no kind to judge them by; do not report them as misplaced
   chain->config.tiers.push_back(std::move(t));
   chain->tier_paths.push_back(tier_path);
+}
+
+// `device: N`, `device: auto` (the worker's own GPU) or `device: [N, ...]`
+// (one per worker, by worker index).
+void SchemaReader::ReadDevice(const ConfigNode& n, const std::string& path, const std::string& field,
+                              TierConfig* tier, Origins* origins) {
+  tier->device_auto = false;
+  tier->device_list.clear();
+  if (n.is_sequence()) {
+    if (n.items.empty()) {
+      sink_.ErrorAt(ValueReader::At(n, path), "the device list is empty",
+                    "one CUDA device per worker, e.g. device: [0, 1], or device: auto");
+      return;
+    }
+    for (size_t k = 0; k < n.items.size(); ++k) {
+      const std::string item = path + "[" + std::to_string(k) + "]";
+      origins->Set(field + "[" + std::to_string(k) + "]", ValueReader::At(n.items[k], item));
+      if (auto d = values_.Int(n.items[k], item, 0, INT16_MAX)) tier->device_list.push_back(static_cast<int>(*d));
+    }
+    if (!tier->device_list.empty()) tier->device = tier->device_list[0];
+    return;
+  }
+  if (n.is_scalar()) {
+    StatusOr<std::string> text = ExpandVars(n.scalar, values_.env());
+    if (text.ok() && *text == "auto") {
+      tier->device_auto = true;
+      tier->device = 0;
+      return;
+    }
+  }
+  if (!n.is_scalar() && !n.is_null()) {
+    sink_.ErrorAt(ValueReader::At(n, path), std::string("expected a device number, auto or a list, found ") + n.Describe(),
+                  "e.g. device: 0, device: auto or device: [0, 1]");
+    return;
+  }
+  if (auto d = values_.Int(n, path, 0, INT16_MAX)) tier->device = static_cast<int>(*d);
 }
 
 void SchemaReader::ReadCodec(const ConfigNode& n, const std::string& path,

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "config/fs_probe.h"
+#include "config/gpu_devices.h"
 #include "base/units.h"
 
 namespace spillway {
@@ -310,6 +311,12 @@ void CheckConfigValues(const Config& config, DiagnosticSink& sink) {
   }
   CheckMetricsLabels(m, sink);
   CheckListen(m.listen, sink);
+  if (config.workers_per_node < 1) {
+    sink.Error("defaults.workers_per_node",
+               "workers_per_node " + std::to_string(config.workers_per_node) + " is below 1",
+               "the number of engines (Dask workers) on one node, e.g. 2");
+  }
+  CheckDeviceValues(config, sink);
   for (size_t i = 0; i < config.tiers.size(); ++i) CheckTier(config.tiers[i], TierField(i), sink);
   CheckChain(config, sink);
 }
@@ -457,6 +464,17 @@ void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& si
   const uint64_t physical = PhysicalMemoryBytes();
   const GpuProbe gpu = options.gpu ? *options.gpu : DetectGpus();
   const std::vector<uint64_t>& gpus = gpu.device_total_bytes;
+  config->worker = ResolveWorker(options, sink);
+  // Host memory and filesystems are shared by the node's workers: a
+  // percentage is of this worker's share (gpu tiers have a device each).
+  const uint64_t workers = static_cast<uint64_t>(std::max(config->workers_per_node, 1));
+  const std::string share = workers > 1 ? " / " + std::to_string(workers) + " workers_per_node" : "";
+  if (config->worker >= 0 && workers > 1 && static_cast<uint64_t>(config->worker) >= workers) {
+    sink.Warning("defaults.workers_per_node",
+                 "worker " + std::to_string(config->worker) + " is beyond workers_per_node " +
+                     std::to_string(workers) + " (workers are numbered from 0)",
+                 "raise workers_per_node to the number of workers on the node");
+  }
   std::vector<bool> drop(config->tiers.size(), false);
   for (size_t i = 0; i < config->tiers.size(); ++i) {
     TierConfig& t = config->tiers[i];
@@ -468,10 +486,8 @@ void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& si
       if (!gpu.built_with_cuda) {
         problem = "gpu tier '" + t.name + "' needs CUDA, but spillway was built without CUDA";
         field = f + ".kind";
-      } else if (t.device < 0 || static_cast<size_t>(t.device) >= gpus.size()) {
-        problem = "device " + std::to_string(t.device) + " not found (" +
-                  std::to_string(gpus.size()) + " CUDA devices visible)";
-        field = f + ".device";
+      } else {
+        problem = CheckGpuDevices(t, f, gpu, config->worker, static_cast<int>(workers), sink, &field);
       }
       if (!problem.empty()) {
         if (t.optional) {
@@ -483,16 +499,21 @@ void CheckMachine(Config* config, const LoadOptions& options, DiagnosticSink& si
         continue;
       }
       total = gpus[t.device];
-      of = "GPU " + std::to_string(t.device) + "'s memory";
+      of = GpuName(gpu, t.device) + "'s memory";
     } else if (t.kind == TierKind::kHost) {
-      total = physical;
-      of = "physical memory";
+      total = physical / workers;
+      of = "physical memory" + share;
     } else {
-      total = t.paths.empty() ? 0 : FilesystemBytes(t.paths[0]);
-      of = t.paths.empty() ? "the filesystem" : "the filesystem of '" + t.paths[0] + "'";
+      total = t.paths.empty() ? 0 : FilesystemBytes(t.paths[0]) / workers;
+      of = (t.paths.empty() ? "the filesystem" : "the filesystem of '" + t.paths[0] + "'") + share;
     }
     ResolveCapacity(t, f, total, of, sink);
-    if (t.kind != TierKind::kFile && total > 0 && t.capacity_bytes > total) {
+    if (t.kind == TierKind::kGpu && total > 0 && t.capacity_bytes > total) {
+      sink.Error(f + ".capacity",
+                 "capacity " + FormatBytes(t.capacity_bytes) + " exceeds " + of + " (" + FormatBytes(total) + ")" +
+                     (config->worker >= 0 ? " for worker " + std::to_string(config->worker) : std::string()),
+                 "a gpu tier cannot hold more than its device; a percentage such as 80% fits every device");
+    } else if (t.kind != TierKind::kFile && total > 0 && t.capacity_bytes > total) {
       sink.Warning(f + ".capacity", "capacity " + FormatBytes(t.capacity_bytes) + " exceeds " +
                                         of + " (" + FormatBytes(total) + ")");
     }

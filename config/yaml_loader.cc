@@ -166,6 +166,14 @@ GpuProbe DetectGpus() {
   GpuProbe probe;
   probe.built_with_cuda = cuda::BuiltWithCuda();
   probe.device_total_bytes = cuda::VisibleDeviceTotalBytes();
+  for (size_t d = 0; d < probe.device_total_bytes.size(); ++d) {
+    auto id = cuda::GetDeviceIdentity(static_cast<int>(d));
+    probe.device_uuids.push_back(id.ok() ? id->uuid : std::string());
+  }
+  if (std::optional<std::string> v = ProcessEnv("CUDA_VISIBLE_DEVICES")) {
+    probe.cuda_visible_devices_set = true;
+    probe.cuda_visible_devices = *v;
+  }
   return probe;
 }
 

@@ -52,10 +52,10 @@ void DemotionBatchDeleter::operator()(DemotionBatch* batch) const {
 Demoter::Demoter(EngineCore* core, const Placement* placement) : core_(core), placement_(placement) {}
 
 void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
-                         uint64_t micros, bool ok) {
+                         uint64_t micros, bool ok, std::string_view error) {
   if (!event_log_) return;
   event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
-                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok});
+                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok, error});
 }
 
 uint64_t EngineCore::Demote(int t, uint64_t bytes) {
@@ -111,7 +111,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       auto blob = source.Load(m.src, m.e->key());
       if (!blob.ok()) {
         core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
-        core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false);
+        core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, blob.status().ToString());
         continue;
       }
       m.blob = std::move(*blob);
@@ -213,7 +213,8 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     if (!locs.ok()) {
       for (Move* m : group) tiers[d]->Unreserve(m->estimate);
       core_->boundary(t, static_cast<int>(d)).failures.fetch_add(group.size(), std::memory_order_relaxed);
-      for (Move* m : group) core_->LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false);
+      const std::string why = locs.status().ToString();
+      for (Move* m : group) core_->LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false, why);
       for (Move* m : group) {
         m->dest = -1;
         if (!locs.status().IsNoSpace()) continue;  // stays where it is; the mover retries later

@@ -70,6 +70,7 @@ class EngineCore final : public Engine {
   int TierOf(std::string_view key) override;
   Status Flush() override;
   EngineStats Stats() override;
+  StatusOr<DeviceCheck> CheckDevices() override;
   const Config& config() const override { return config_; }
 
   // ---- used by Mover and Handle ----
@@ -168,7 +169,9 @@ class EngineCore final : public Engine {
   bool CanAdoptHost(int t) const;
   void CreateGpuTier(const TierConfig& tc, int index, Status* st);
   Status OpenGpuSupport(Logger* logger);
-  void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok);
+  // `error`: why a failed move was abandoned (Status::ToString()), for the event log's error field.
+  void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok,
+               std::string_view error = {});
 
   Config config_;
   EngineOptions options_;

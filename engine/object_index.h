@@ -142,6 +142,14 @@ class ObjectIndex {
     bool Remove(Entry* e, uint64_t hash);
     // Unmaps every key, appending the entries to `out`.
     void TakeAll(std::vector<Entry*>* out);
+    // Calls f(entry) for every mapped entry (a snapshot for checks such as
+    // EngineCore::CheckDevices; f must not change the table).
+    template <typename F>
+    void ForEach(F&& f) const {
+      for (Entry* head : buckets_) {
+        for (Entry* e = head; e != nullptr; e = e->hash_next) f(e);
+      }
+    }
     size_t size() const { return count_; }
 
    private:

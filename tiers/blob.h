@@ -106,6 +106,13 @@ class Blob {
     accounted_bytes_ = bytes;
   }
   bool accounted() const { return account_ != nullptr; }
+  // The CUDA device (this process's ordinal) whose memory holds the bytes,
+  // recorded by the gpu tier that allocated or adopted them; -1 for host
+  // memory and for device memory no tier has recorded yet. The ordinal is
+  // fixed within a process; cuda::GetDeviceIdentity maps it to the device's
+  // UUID, which GpuTier::CheckObjectDevice compares (issue 18).
+  int device() const { return device_; }
+  void set_device(int device) { device_ = static_cast<int16_t>(device); }
 
  private:
   // What most blobs do without: a custom deleter, or buffer sizes other than
@@ -135,6 +142,7 @@ class Blob {
   uint32_t num_buffers_;
   MemoryKind kind_;
   bool owns_data_ = true;  // false: the bytes live in the Blob's own allocation
+  int16_t device_ = -1;    // in the padding: the Blob stays 48 bytes
 };
 
 using BlobPtr = std::shared_ptr<Blob>;

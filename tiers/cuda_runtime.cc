@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -293,6 +295,36 @@ StatusOr<uint64_t> DeviceTotalBytes(int device) {
   cudaDeviceProp prop;
   SPW_CUDA(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties(" + std::to_string(device) + ")");
   return static_cast<uint64_t>(prop.totalGlobalMem);
+}
+
+StatusOr<DeviceIdentity> GetDeviceIdentity(int device) {
+  // The ordinal -> GPU mapping cannot change within a process; reading the
+  // properties takes tens of microseconds, and the device check of every
+  // stored object asks once per object.
+  static std::mutex mu;
+  static std::vector<std::optional<DeviceIdentity>> cache;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    if (device >= 0 && static_cast<size_t>(device) < cache.size() && cache[device]) return *cache[device];
+  }
+  cudaDeviceProp prop;
+  SPW_CUDA(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties(" + std::to_string(device) + ")");
+  DeviceIdentity id;
+  id.ordinal = device;
+  id.name = prop.name;
+  id.total_bytes = static_cast<uint64_t>(prop.totalGlobalMem);
+  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  id.uuid = buf;
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.0", static_cast<unsigned>(prop.pciDomainID),
+                static_cast<unsigned>(prop.pciBusID), static_cast<unsigned>(prop.pciDeviceID));
+  id.pci_bus_id = buf;
+  std::lock_guard<std::mutex> l(mu);
+  if (cache.size() <= static_cast<size_t>(device)) cache.resize(device + 1);
+  cache[device] = id;
+  return id;
 }
 
 StatusOr<PointerInfo> Classify(const void* p) {

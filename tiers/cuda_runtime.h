@@ -56,6 +56,25 @@ struct PointerInfo {
   PointerKind kind = PointerKind::kPageable;
   int device = -1;  // owning device for kDevice; the allocating device otherwise
 };
+// What names a physical GPU whatever CUDA_VISIBLE_DEVICES does to its ordinal
+// (each dask-cuda worker sees its own GPU as device 0): the UUID, as
+// `nvidia-smi -L` prints it, and the PCI bus id.
+struct DeviceIdentity {
+  int ordinal = -1;        // in this process's numbering
+  std::string uuid;        // "GPU-8e9f0a1b-...-..."
+  std::string pci_bus_id;  // "0000:3b:00.0" (domain:bus:device.function)
+  std::string name;        // "NVIDIA H200"
+  uint64_t total_bytes = 0;
+  bool operator==(const DeviceIdentity& o) const { return uuid == o.uuid && pci_bus_id == o.pci_bus_id; }
+};
+// cudaGetDeviceProperties of `device` (no context is made). Cached per
+// ordinal after the first call: the numbering is fixed for the process.
+StatusOr<DeviceIdentity> GetDeviceIdentity(int device);
+// "device 1 (GPU-8e9f0a1b-..., 0000:3b:00.0)" for messages.
+inline std::string DescribeDevice(const DeviceIdentity& id) {
+  return "device " + std::to_string(id.ordinal) + " (" + id.uuid + ", " + id.pci_bus_id + ")";
+}
+
 // cudaPointerGetAttributes. Built without CUDA: kPageable for every pointer.
 StatusOr<PointerInfo> Classify(const void* p);
 const char* PointerKindName(PointerKind k);

@@ -15,6 +15,7 @@ StatusOr<int> DeviceCount() { return NoCuda(); }
 Status CheckDevice(int) { return NoCuda(); }
 StatusOr<MemInfo> GetMemInfo(int) { return NoCuda(); }
 StatusOr<uint64_t> DeviceTotalBytes(int) { return NoCuda(); }
+StatusOr<DeviceIdentity> GetDeviceIdentity(int) { return NoCuda(); }
 StatusOr<PointerInfo> Classify(const void*) { return PointerInfo{PointerKind::kPageable, -1}; }
 const char* PointerKindName(PointerKind k) {
   switch (k) {

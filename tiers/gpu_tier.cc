@@ -53,6 +53,7 @@ struct Group {
 
 struct GpuTier::Impl {
   int device = 0;
+  cuda::DeviceIdentity identity;  // of `device`, read at Open
   bool managed = false;
   GpuTierOptions opt;
   PinnedHostAllocator* pinned = nullptr;  // opt.host_allocator when it is a pool
@@ -110,16 +111,20 @@ struct GpuTier::Impl {
         std::lock_guard<std::mutex> l(mu);
         managed_owners[reinterpret_cast<uintptr_t>(*p)] = owner;
       }
-      return std::make_shared<Blob>(static_cast<std::byte*>(*p), size, std::move(sizes), MemoryKind::kManaged,
-                                    [this, owner](std::byte* d, uint64_t) {
-                                      std::lock_guard<std::mutex> l(mu);
-                                      managed_owners.erase(reinterpret_cast<uintptr_t>(d));
-                                    });
+      auto blob = std::make_shared<Blob>(static_cast<std::byte*>(*p), size, std::move(sizes), MemoryKind::kManaged,
+                                         [this, owner](std::byte* d, uint64_t) {
+                                           std::lock_guard<std::mutex> l(mu);
+                                           managed_owners.erase(reinterpret_cast<uintptr_t>(d));
+                                         });
+      blob->set_device(device);
+      return blob;
     }
     auto p = pool.AllocAsync(size, s);
     if (!p.ok()) return p.status();
-    return std::make_shared<Blob>(static_cast<std::byte*>(*p), size, std::move(sizes), MemoryKind::kDevice,
-                                  [this](std::byte* d, uint64_t) { (void)pool.FreeAsync(d, free_stream); });
+    auto blob = std::make_shared<Blob>(static_cast<std::byte*>(*p), size, std::move(sizes), MemoryKind::kDevice,
+                                       [this](std::byte* d, uint64_t) { (void)pool.FreeAsync(d, free_stream); });
+    blob->set_device(device);
+    return blob;
   }
 
   // Unaccounted host memory from the configured allocator; null when out of memory.
@@ -176,6 +181,9 @@ Status GpuTier::Open() {
   SPILLWAY_RETURN_IF_ERROR(cuda::CheckDevice(device()).WithContext(what));
   auto total = cuda::DeviceTotalBytes(device());
   if (!total.ok()) return total.status().WithContext(what);
+  auto identity = cuda::GetDeviceIdentity(device());
+  if (!identity.ok()) return identity.status().WithContext(what);
+  impl_->identity = std::move(*identity);
   if (capacity_bytes() > *total) {
     return Status::InvalidArgument(what + ": capacity " + std::to_string(capacity_bytes()) +
                                    " bytes exceeds device " + std::to_string(device()) + "'s " +
@@ -290,6 +298,7 @@ StatusOr<Location> GpuTier::AdoptImpl(BlobPtr blob, uint64_t reserved) {
                                      " memory (device " + std::to_string(info->device) + "), not device " +
                                      std::to_string(device()) + "'s");
     }
+    blob->set_device(info->device);  // managed memory: the device it was allocated for
   }
   blob->SetAccount(this, reserved);
   Location loc;
@@ -501,6 +510,39 @@ Status GpuTier::PrefetchToHost(std::span<const Location> locs) {
   }
   Status sync = c.SyncAll();
   return st.ok() ? sync : st;
+}
+
+const cuda::DeviceIdentity& GpuTier::device_identity() const { return impl_->identity; }
+
+Status GpuTier::CheckObjectDevice(const Location& loc, std::string* uuid) const {
+  const Blob* b = loc.blob.get();
+  const cuda::DeviceIdentity& mine = impl_->identity;
+  const std::string what = "gpu tier '" + name() + "' on " + cuda::DescribeDevice(mine);
+  if (b == nullptr) return Status::InvalidArgument(what + ": the location holds no object");
+  if (b->size() == 0) {
+    if (uuid) *uuid = mine.uuid;
+    return Status::OK();
+  }
+  if (b->kind() == MemoryKind::kHost) return Status::InvalidArgument(what + ": the object is in host memory");
+  if (b->device() < 0) return Status::Internal(what + ": the object's device was never recorded");
+  auto recorded = cuda::GetDeviceIdentity(b->device());
+  if (!recorded.ok()) return recorded.status().WithContext(what + ": the object's recorded device");
+  auto info = cuda::Classify(b->data());
+  if (!info.ok()) return info.status().WithContext(what);
+  if (info->kind != cuda::PointerKind::kDevice && info->kind != cuda::PointerKind::kManaged) {
+    return Status::Internal(what + ": the object's memory is " + cuda::PointerKindName(info->kind) +
+                                      " memory, not device memory");
+  }
+  auto actual = cuda::GetDeviceIdentity(info->device);
+  if (!actual.ok()) return actual.status().WithContext(what + ": the device holding the object");
+  if (uuid) *uuid = actual->uuid;
+  if (!(*recorded == mine)) {
+    return Status::Internal(what + ": the object was recorded on " + cuda::DescribeDevice(*recorded));
+  }
+  if (!(*actual == mine)) {
+    return Status::Internal(what + ": the object's memory is on " + cuda::DescribeDevice(*actual));
+  }
+  return Status::OK();
 }
 
 StatusOr<cuda::MemInfo> GpuTier::DeviceMemInfo() const { return cuda::GetMemInfo(device()); }

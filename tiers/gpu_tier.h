@@ -49,6 +49,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tiers/cuda_runtime.h"
@@ -118,6 +119,19 @@ class GpuTier : public Tier {
   // Managed mode: migrates objects' pages (no-op in device mode).
   Status PrefetchToDevice(std::span<const Location> locs);
   Status PrefetchToHost(std::span<const Location> locs);
+
+  // Which physical GPU the tier's device is (read at Open): its UUID and PCI
+  // bus id survive CUDA_VISIBLE_DEVICES renumbering, so two workers that
+  // each see "device 0" can be told apart.
+  const cuda::DeviceIdentity& device_identity() const;
+  // Verifies that a stored object lives on this tier's device: the device
+  // the tier recorded for it when it allocated or adopted it, and the device
+  // cudaPointerGetAttributes reports for its memory now, must both be the
+  // tier's (compared by UUID). OK, or Internal naming the devices (a
+  // location without a device object: InvalidArgument);
+  // an object without memory (0 bytes) passes. `uuid`, when given, receives
+  // the UUID of the device holding the memory.
+  Status CheckObjectDevice(const Location& loc, std::string* uuid = nullptr) const;
 
   // The device's free and total memory (for the memory monitor).
   StatusOr<cuda::MemInfo> DeviceMemInfo() const;

@@ -9,10 +9,13 @@
 // resurrected, corrupt). Keys are stress/0 .. stress/K-1; objects under those
 // keys left by an earlier run (a persistent tier) are erased before the run
 // starts (and counted: "cleared"), so the model begins empty and matches the
-// engine; other keys are never touched.
+// engine; other keys are never touched. --seconds bounds the run's wall
+// time, the final verification included; the close is timed after it
+// (stress_budget.h says what lies outside and why).
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -28,6 +31,7 @@
 #include "tools/cli_util.h"
 #include "tools/command.h"
 #include "tools/pattern.h"
+#include "tools/stress_budget.h"
 #include "tools/stress_device.h"
 
 namespace spillway::cli {
@@ -100,7 +104,7 @@ void PutObject(Engine& e, const std::string& key, const ModelEntry& m, std::vect
 }
 
 void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64_t max_size,
-            std::vector<ModelEntry>& model, Result& r, std::chrono::steady_clock::time_point deadline) {
+            std::vector<ModelEntry>& model, Result& r, StressBudget& budget) {
   std::mt19937_64 rng(o.seed * 1000003 + tid);
   std::vector<std::byte> scratch;
   const uint64_t my_ops = o.ops / o.threads + (static_cast<uint64_t>(tid) < o.ops % o.threads ? 1 : 0);
@@ -110,7 +114,7 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
   // Log-uniform sizes so small and large objects both appear.
   std::uniform_real_distribution<double> logsize(std::log(double(min_size)), std::log(double(max_size) + 1));
   for (uint64_t i = 0;; ++i) {
-    if (o.seconds > 0 ? std::chrono::steady_clock::now() >= deadline : i >= my_ops) break;
+    if (o.seconds > 0 ? budget.WorkloadOver() : i >= my_ops) break;
     const uint64_t k = my_keys[rng() % my_keys.size()];
     ModelEntry& m = model[k];
     const std::string key = KeyName(k);
@@ -125,6 +129,7 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       PutObject(engine, key, n, scratch, &st);
       r.puts.fetch_add(1, std::memory_order_relaxed);
       if (st.ok()) {
+        if (m.seed == 0) budget.AddStored(1);
         if (m.seed != 0) m.earlier.push_back(m.seed);
         n.earlier = std::move(m.earlier);
         m = std::move(n);
@@ -138,7 +143,9 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       }
     } else if (dice < 900) {
       r.gets.fetch_add(1, std::memory_order_relaxed);
+      const auto t0 = std::chrono::steady_clock::now();
       auto h = engine.Get(key);
+      budget.RecordGet(static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count()));
       if (m.seed == 0) {
         if (h.ok()) r.Problem("seed " + std::to_string(o.seed) + ": erased key " + key + " came back", r.corrupt);
         continue;
@@ -157,8 +164,15 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       if (!bad.empty()) r.Problem("seed " + std::to_string(o.seed) + ": " + key + ": " + bad, r.corrupt);
     } else if (dice < 995) {
       r.erases.fetch_add(1, std::memory_order_relaxed);
+      // The close frees every object as an Erase does; the costly ones are
+      // in file tiers (a hole punched per record), so time those.
+      const int where = budget.bounded() ? engine.TierOf(key) : -1;
+      const bool in_file = where >= 0 && engine.config().tiers[where].kind == TierKind::kFile;
+      const auto t0 = std::chrono::steady_clock::now();
       Status st = engine.Erase(key);
+      if (in_file) budget.RecordErase(static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count()));
       if (st.ok()) {
+        budget.AddStored(-1);
         m.earlier.push_back(m.seed);
         m.seed = 0;
       } else if (!st.IsNotFound() || m.seed != 0) {
@@ -166,7 +180,9 @@ void Worker(Engine& engine, const Options& o, int tid, uint64_t min_size, uint64
       }
     } else {
       r.flushes.fetch_add(1, std::memory_order_relaxed);
+      const auto t0 = std::chrono::steady_clock::now();
       Status st = engine.Flush();
+      budget.RecordFlush(static_cast<uint64_t>((std::chrono::steady_clock::now() - t0).count()));
       if (!st.ok()) r.io_errors.fetch_add(1);
     }
   }
@@ -216,7 +232,46 @@ StatusOr<uint64_t> ClearEarlierObjects(Engine& engine, const Options& o) {
   return n;
 }
 
+// The final pass over every key, `threads` threads each taking the keys
+// k % threads == t; stops at the budget's bound. Returns the keys left
+// unverified there.
+uint64_t FinalVerify(Engine& engine, const Options& o, const std::vector<ModelEntry>& model, Result& r,
+                     const StressBudget& budget, std::atomic<uint64_t>& verified) {
+  std::atomic<uint64_t> unverified{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t k = t; k < o.keys; k += o.threads) {
+        const ModelEntry& m = model[k];
+        if (budget.Expired()) {
+          unverified.fetch_add(m.seed != 0 ? 1 : 0);
+          continue;
+        }
+        auto h = engine.Get(KeyName(k));
+        if (m.seed == 0) {
+          if (h.ok()) r.Problem("seed " + std::to_string(o.seed) + ": erased key " + KeyName(k) + " came back", r.corrupt);
+          continue;
+        }
+        if (!h.ok()) {
+          auto& counter = h.status().IsCorruption() ? r.corrupt : r.lost;
+          r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + h.status().ToString(),
+                    counter);
+          continue;
+        }
+        std::string bad = Verify(*h, m);
+        if (!bad.empty()) {
+          r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + bad, r.corrupt);
+        }
+        verified.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return unverified.load();
+}
+
 int Run(const Options& o) {
+  StressBudget budget(o.seconds);
   uint64_t min_size = 0, max_size = 0;
   std::string why;
   if (!ParseSizeRange(o.sizes, &min_size, &max_size, &why)) {
@@ -247,6 +302,7 @@ int Run(const Options& o) {
     std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
     return 2;
   }
+  budget.Mark("open");
   auto cleared = ClearEarlierObjects(**engine, o);
   if (!cleared.ok()) {
     std::fprintf(stderr, "spillway stress: erasing the objects of an earlier run: %s\n",
@@ -266,12 +322,13 @@ int Run(const Options& o) {
   }
   std::vector<ModelEntry> model(o.keys);
   Result r;
+  budget.Mark("clear");
+  budget.SetVerification(o.verify, o.threads);
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    std::chrono::duration<double>(o.seconds));
+  const double workload_limit = o.seconds > 0 ? o.seconds - budget.Elapsed() : 0;
   std::vector<std::thread> threads;
   for (int t = 0; t < o.threads; ++t) {
-    threads.emplace_back([&, t] { Worker(**engine, o, t, min_size, max_size, model, r, deadline); });
+    threads.emplace_back([&, t] { Worker(**engine, o, t, min_size, max_size, model, r, budget); });
   }
   {
     // Progress on a terminal only: by time with --seconds, else by operations.
@@ -282,7 +339,7 @@ int Run(const Options& o) {
       ticker = std::thread([&] {
         while (!done.load()) {
           const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          progress.Update(o.seconds > 0 ? el / o.seconds : static_cast<double>(r.ops.load()) / std::max<uint64_t>(1, o.ops),
+          progress.Update(o.seconds > 0 ? el / std::max(workload_limit, 1e-3) : static_cast<double>(r.ops.load()) / std::max<uint64_t>(1, o.ops),
                           std::to_string(r.ops.load()) + " ops");
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
@@ -293,33 +350,28 @@ int Run(const Options& o) {
     if (ticker.joinable()) ticker.join();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  budget.Mark("workload");
 
   // Final pass: faults off, everything acknowledged must read back exactly.
   if (faulty) faulty->SetEnabled(false);
   Status fs = (*engine)->Flush();
   if (!fs.ok()) r.Problem("final flush: " + fs.ToString(), r.lost);
-  uint64_t verified = 0;
-  if (o.verify) {
-    for (uint64_t k = 0; k < o.keys; ++k) {
-      const ModelEntry& m = model[k];
-      auto h = (*engine)->Get(KeyName(k));
-      if (m.seed == 0) {
-        if (h.ok()) r.Problem("seed " + std::to_string(o.seed) + ": erased key " + KeyName(k) + " came back", r.corrupt);
-        continue;
-      }
-      if (!h.ok()) {
-        auto& counter = h.status().IsCorruption() ? r.corrupt : r.lost;
-        r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + h.status().ToString(), counter);
-        continue;
-      }
-      std::string bad = Verify(*h, m);
-      if (!bad.empty()) {
-        r.Problem("seed " + std::to_string(o.seed) + ": final read of " + KeyName(k) + ": " + bad, r.corrupt);
-      }
-      ++verified;
-    }
-  }
+  budget.Mark("final flush");
+  // The workload's statistics, before the verification's reads add to them
+  // (and so that the snapshot, which can take a while on a large file tier,
+  // is not what runs past the bound).
   EngineStats stats = (*engine)->Stats();
+  budget.Mark("stats");
+  std::atomic<uint64_t> verified_count{0};
+  const uint64_t unverified = o.verify ? FinalVerify(**engine, o, model, r, budget, verified_count) : 0;
+  const uint64_t verified = verified_count.load();
+  budget.Mark("verify");
+  const double run_seconds = budget.Elapsed();
+  if (!o.reopen) {
+    engine->reset();  // frees every object; the budget reserved time for it, but it cannot be cut short
+    budget.Mark("close", /*inside=*/false);
+  }
+  const double wall = budget.Elapsed();
   if (o.reopen) {
     // A clean close, then a reopen without faults: the persistent tiers must
     // hold exactly what the model says.
@@ -334,6 +386,7 @@ int Run(const Options& o) {
     }
     r.lost.fetch_add(r.reopen_lost.load());
     r.corrupt.fetch_add(r.reopen_stale.load() + r.reopen_resurrected.load() + r.reopen_corrupt.load());
+    budget.Mark("close and reopen", /*inside=*/false);
   }
   const double ops_per_s = secs > 0 ? r.ops.load() / secs : 0;
   if (o.json) {
@@ -344,6 +397,15 @@ int Run(const Options& o) {
                         {"verified", verified},     {"seed", o.seed},         {"threads", o.threads},
                         {"first_problem", r.first_problem},
                         {"cleared", *cleared},
+                        {"unverified", unverified},
+                        {"wall_seconds", wall},
+                        {"bounded_seconds", run_seconds},
+                        {"seconds_limit", o.seconds},
+                        {"phases", [&] {
+                           nlohmann::json p = nlohmann::json::object();
+                           for (const auto& [n, s] : budget.phases()) p[n] = s;
+                           return p;
+                         }()},
                         {"reopen", o.reopen ? nlohmann::json{{"verified", r.reopen_verified.load()},
                                                              {"lost", r.reopen_lost.load()},
                                                              {"stale", r.reopen_stale.load()},
@@ -374,6 +436,12 @@ int Run(const Options& o) {
     }
     std::printf("        verified %llu objects: lost %llu corrupt %llu\n", static_cast<unsigned long long>(verified),
                 static_cast<unsigned long long>(r.lost.load()), static_cast<unsigned long long>(r.corrupt.load()));
+    if (unverified > 0) {
+      std::printf("        %llu objects NOT verified: the --seconds %.2f bound was reached during the final pass "
+                  "(give more seconds, or use --ops)\n",
+                  static_cast<unsigned long long>(unverified), o.seconds);
+    }
+    std::printf("        time: %s\n", budget.Describe().c_str());
     if (o.reopen) {
       std::printf("        after reopen: verified %llu objects: lost %llu stale %llu resurrected %llu corrupt %llu\n",
                   static_cast<unsigned long long>(r.reopen_verified.load()),
@@ -397,7 +465,18 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--profile", o->profile, "Profile to select");
   cmd->add_option("--threads,-t", o->threads, "Worker threads")->check(CLI::Range(1, 256));
   auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations");
-  cmd->add_option("--seconds,-s", o->seconds, "Run for this long instead of --ops")->excludes(ops);
+  cmd->add_option("--seconds,-s", o->seconds,
+                  "Run for this long instead of --ops: a bound on the run's wall time (open, workload, "
+                  "final flush and verification; keys the verification cannot reach in time are reported as "
+                  "unverified). The engine's close comes after and is timed on its own")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double x = std::strtod(v.c_str(), &end);
+            return (end != v.c_str() && *end == '\0' && x > 0) ? "" : "expected a number of seconds above 0, found '" + v + "'";
+          },
+          "SECONDS"))
+      ->excludes(ops);
   cmd->add_option("--seed", o->seed, "Random seed (replay a run)");
   auto* sizes = cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX, units allowed: 4KiB:1MiB (log-uniform)");
   cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));

@@ -26,6 +26,7 @@ struct ValidateArgs {
   bool strict = false;
   bool json = false;
   bool create_dirs = false;
+  int worker = -1;  // --worker; -1: $SPILLWAY_WORKER_INDEX
 };
 
 nlohmann::ordered_json DiagnosticJson(const Diagnostic& d) {
@@ -63,7 +64,14 @@ std::vector<std::string> Filesystems(const TierConfig& t, const LoadResult& r) {
 std::string Notes(const TierConfig& t) {
   std::vector<std::string> notes;
   if (t.kind == TierKind::kGpu) {
-    notes.push_back("device " + std::to_string(t.device));
+    std::string d = "device " + std::to_string(t.device);
+    if (t.device_auto) d += " (auto)";
+    if (!t.device_list.empty()) {
+      std::vector<std::string> l;
+      for (int x : t.device_list) l.push_back(std::to_string(x));
+      d += " (of [" + Joined(l, ",") + "])";
+    }
+    notes.push_back(d);
     notes.push_back(GpuMemoryName(t.memory));
   }
   if (t.kind == TierKind::kHost && t.pinned) notes.push_back("pinned");
@@ -113,8 +121,12 @@ void PrintHuman(const LoadResult& r, const std::string& source) {
                 r.warnings.size());
     return;
   }
-  std::printf("%s: valid; profile %s; %zu tier(s), %zu warning(s)\n", source.c_str(),
-              r.config.profile.empty() ? "(none)" : ("'" + r.config.profile + "'").c_str(),
+  std::string worker = r.config.worker >= 0 ? "; worker " + std::to_string(r.config.worker) : "";
+  if (r.config.workers_per_node > 1) {
+    worker += (r.config.worker >= 0 ? " of " : "; ") + std::to_string(r.config.workers_per_node) + " workers per node";
+  }
+  std::printf("%s: valid; profile %s%s; %zu tier(s), %zu warning(s)\n", source.c_str(),
+              r.config.profile.empty() ? "(none)" : ("'" + r.config.profile + "'").c_str(), worker.c_str(),
               r.config.tiers.size(), r.warnings.size());
   PrintTable(r);
 }
@@ -127,6 +139,8 @@ void PrintJson(const LoadResult& r) {
                         {"tiers", nlohmann::ordered_json::array()},
                         {"profiles", r.profiles}};
   out["profile"] = r.config.profile.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.config.profile);
+  out["worker"] = r.config.worker >= 0 ? nlohmann::ordered_json(r.config.worker) : nlohmann::ordered_json(nullptr);
+  out["workers_per_node"] = r.config.workers_per_node;
   for (const Diagnostic& d : r.errors) out["errors"].push_back(DiagnosticJson(d));
   for (const Diagnostic& d : r.warnings) out["warnings"].push_back(DiagnosticJson(d));
   if (r.ok()) {
@@ -161,6 +175,7 @@ int RunValidate(const ValidateArgs& args) {
   options.profile = args.profile;
   options.all_profiles = true;
   options.create_dirs = args.create_dirs;
+  if (args.worker >= 0) options.worker = args.worker;
   LoadResult result = LoadConfigString(text, source, options);
   if (args.strict) {
     for (Diagnostic& w : result.warnings) {
@@ -184,6 +199,10 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("file", args->file, "Config file, or - to read standard input")->required();
   cmd->add_option("--profile", args->profile,
                   "Profile to resolve (default: $SPILLWAY_PROFILE, then the hostname rules)");
+  cmd->add_option("--worker", args->worker,
+                  "Resolve the chain for this worker (0-based; default: $SPILLWAY_WORKER_INDEX): picks its device "
+                  "from device: auto or a device list. Every worker's devices are checked either way")
+      ->check(CLI::Range(0, 4095));
   cmd->add_flag("--strict", args->strict, "Treat warnings as errors");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->add_flag("--create-dirs", args->create_dirs,

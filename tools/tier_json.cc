@@ -37,7 +37,10 @@ nlohmann::ordered_json TierConfigJson(const TierConfig& t, const std::map<std::s
       {"optional", t.optional},
   };
   if (t.kind == TierKind::kGpu) {
-    j["device"] = t.device;
+    j["device"] = t.device;  // for the worker it was resolved for (device_per_worker)
+    j["device_per_worker"] = t.device_auto             ? nlohmann::ordered_json("auto")
+                             : !t.device_list.empty() ? nlohmann::ordered_json(t.device_list)
+                                                      : nlohmann::ordered_json(nullptr);
     j["memory"] = GpuMemoryName(t.memory);
     j["headroom_bytes"] = t.headroom_bytes;
   } else if (t.kind == TierKind::kHost) {

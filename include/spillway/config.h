@@ -89,7 +89,14 @@ struct TierConfig {
   uint64_t min_free_bytes = 0;
   double min_free_fraction = 0;
   // gpu tiers
+  // The CUDA device (this process's ordinal). The config may instead choose
+  // it per worker (one Dask worker per GPU; docs/config.md "One worker per
+  // GPU"): `device: auto` (device_auto) or `device: [0, 1, ...]`
+  // (device_list, indexed by the worker). The loader resolves those into
+  // `device` for the worker it loads for (LoadOptions::worker).
   int device = 0;
+  bool device_auto = false;
+  std::vector<int> device_list;
   GpuMemory memory = GpuMemory::kDevice;
   uint64_t headroom_bytes = 0;  // demote when free device memory falls below this
   // host tiers
@@ -130,6 +137,13 @@ struct Config {
   std::string source;   // file the config came from ("<memory>" when built in code)
   std::string profile;  // profile applied, empty when none
   Watermarks default_watermarks;
+  // Engines (Dask workers) on one node sharing its memory and filesystems
+  // (defaults.workers_per_node): a host tier's capacity in % of physical
+  // memory, and a file tier's in % of its filesystem, is divided among them.
+  int workers_per_node = 1;
+  // The worker this chain was resolved for (0-based; LoadOptions::worker or
+  // $SPILLWAY_WORKER_INDEX), -1 when none: per-worker devices use worker 0's.
+  int worker = -1;
   std::vector<TierConfig> tiers;  // fastest first
   PolicyConfig policy;
   MetricsConfig metrics;

@@ -36,6 +36,14 @@ struct Diagnostic {
 struct GpuProbe {
   bool built_with_cuda = false;
   std::vector<uint64_t> device_total_bytes;  // one entry per visible device
+  // Optional, for messages: "GPU-8e9f..." per visible device (may be empty).
+  std::vector<std::string> device_uuids;
+  // This process's CUDA_VISIBLE_DEVICES, which `device: auto` follows:
+  // set, the worker's GPU is the first visible device (dask-cuda gives each
+  // worker its own list, its GPU first). DetectGpus reads the environment;
+  // a probe built by hand has it unset unless the caller sets it.
+  bool cuda_visible_devices_set = false;
+  std::string cuda_visible_devices;
 };
 
 struct LoadOptions {
@@ -44,6 +52,11 @@ struct LoadOptions {
   bool create_dirs = true;      // create missing tier directories while checking
   bool all_profiles = false;    // validate: check every profile, not only the chosen one
   std::optional<GpuProbe> gpu;  // unset: DetectGpus()
+  // The worker (0-based index among the engines on this node) the chain is
+  // for: picks `device: auto` / `device: [list]` entries. Unset:
+  // $SPILLWAY_WORKER_INDEX (the Dask preload sets it), else none (worker 0's
+  // device). validate checks the devices of every worker of the node either way.
+  std::optional<int> worker;
 };
 
 // What the checks found at a file tier directory (or, when the directory does

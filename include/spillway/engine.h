@@ -58,6 +58,28 @@ struct PutOptions {
   Where memory = Where::kAny;
 };
 
+// What Engine::CheckDevices found: for each gpu tier, its device (by the
+// identity that survives CUDA_VISIBLE_DEVICES renumbering) and how many of
+// its objects live elsewhere.
+struct DeviceCheck {
+  struct TierDevice {
+    std::string tier;        // tier name
+    int device = -1;         // CUDA ordinal in this process
+    std::string uuid;        // "GPU-8e9f0a1b-...", as nvidia-smi -L prints it
+    std::string pci_bus_id;  // "0000:3b:00.0"
+    uint64_t objects = 0;    // objects checked
+    uint64_t misplaced = 0;  // objects whose memory is not on the tier's device
+  };
+  std::vector<TierDevice> tiers;  // one per gpu tier, in chain order
+  std::string first_problem;      // the first misplaced object, with its key
+  bool ok() const {
+    for (const TierDevice& t : tiers) {
+      if (t.misplaced != 0) return false;
+    }
+    return true;
+  }
+};
+
 class Engine {
  public:
   // Validates `config` and opens every tier. Persistent file tiers are
@@ -147,6 +169,14 @@ class Engine {
   // injected manual scheduler the queued batches run on the caller's thread.
   virtual Status Flush() = 0;
   virtual EngineStats Stats() = 0;
+  // Checks every object held in a gpu tier: the device its tier recorded for
+  // it and the device its memory is on (cudaPointerGetAttributes) must both
+  // be the tier's own, compared by UUID (GpuTier::CheckObjectDevice). One
+  // pointer query per object, outside the index locks: for tests and the
+  // multi-GPU benchmark, not the data path. Objects moving meanwhile are
+  // checked where they were. NotSupported in an engine without a gpu tier.
+  // (engine/engine_devices.cc)
+  virtual StatusOr<DeviceCheck> CheckDevices() = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
 };

@@ -28,7 +28,39 @@ import shutil
 logger = logging.getLogger("distributed.worker.spillway")
 
 WORKER_DIR_VAR = "SPILLWAY_WORKER_DIR"
+WORKER_INDEX_VAR = "SPILLWAY_WORKER_INDEX"
 LOCK_SUFFIX = ".dirlock"
+
+
+def worker_index(name, explicit=None, environ=os.environ):
+    """The worker's index among the engines on its node, or None.
+
+    In order: `explicit` (--spillway-worker-index), $SPILLWAY_WORKER_INDEX
+    (a launcher's), then the worker's name: an int (LocalCluster and
+    dask-cuda's LocalCUDACluster name workers 0, 1, ...) or a str ending in
+    "-<n>" or made of digits (``dask worker --nworkers N --name w`` gives
+    w-0, w-1, ...). The config loader reads $SPILLWAY_WORKER_INDEX to pick the
+    worker's gpu device (``device: auto`` or ``device: [list]``;
+    docs/config.md, "One worker per GPU").
+    """
+    for value, what in ((explicit, "--spillway-worker-index"), (environ.get(WORKER_INDEX_VAR) or None,
+                                                                "$" + WORKER_INDEX_VAR)):
+        if value is None:
+            continue
+        try:
+            index = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}={value!r} is not a worker index (a whole number from 0)") from None
+        if index < 0:
+            raise ValueError(f"{what}={value!r} is not a worker index (a whole number from 0)")
+        return index
+    if isinstance(name, int) and not isinstance(name, bool) and name >= 0:
+        return name
+    if isinstance(name, str):
+        m = re.fullmatch(r"(?:.*-)?(\d+)", name)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def per_worker_value(name, default, worker_dir, created):

@@ -14,6 +14,17 @@ Options (after --preload spillway.dask_preload, as Dask passes them on):
   --spillway-log-interval S   seconds between statistics lines (default 60; 0: never)
   --spillway-per-worker-vars  comma list of variables made per worker (default
                               SPILLWAY_WORKER_DIR,SPILLWAY_DIR; see spillway._dask_dirs)
+  --spillway-worker-index N   this worker's index on its node (default:
+                              $SPILLWAY_WORKER_INDEX, else the number the worker's
+                              name ends in: 0, 1, ... or w-0, w-1, ...)
+
+One worker per GPU (dask-cuda style: ``dask cuda worker`` / LocalCUDACluster
+start each worker with its own CUDA_VISIBLE_DEVICES, its GPU first): the
+preload exports the worker index as $SPILLWAY_WORKER_INDEX before the engine
+opens, and the config's gpu tier says ``device: auto`` (the first visible
+device under CUDA_VISIBLE_DEVICES, else device <index>) or ``device: [0, 1]``
+(by index); ``defaults.workers_per_node`` divides the node's host memory and
+filesystems among the workers. See docs/config.md, "One worker per GPU".
 
 At setup (after the worker's HTTP server starts, before it registers with the
 scheduler, so it holds no data yet) the preload swaps the worker's default
@@ -44,20 +55,36 @@ _STATE = "_spillway_preload"
               help="seconds between spillway statistics lines (0: never)")
 @click.option("--spillway-per-worker-vars", default="SPILLWAY_WORKER_DIR,SPILLWAY_DIR", show_default=True,
               help="variables made per worker in the config")
-def dask_setup(worker, spillway_config, spillway_profile, spillway_log_interval, spillway_per_worker_vars):
+@click.option("--spillway-worker-index", default=None, type=click.IntRange(min=0),
+              help="this worker's index on its node (default: $SPILLWAY_WORKER_INDEX, then the worker's name)")
+def dask_setup(worker, spillway_config, spillway_profile, spillway_log_interval, spillway_per_worker_vars,
+               spillway_worker_index):
     install(worker, config=spillway_config, profile=spillway_profile, log_interval=spillway_log_interval,
-            per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v))
+            per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v),
+            worker_index=spillway_worker_index)
 
 
-def install(worker, **store_kwargs):
-    """Replaces `worker`'s data store with a SpillwayStore (the worker must hold no data yet)."""
+def install(worker, worker_index=None, **store_kwargs):
+    """Replaces `worker`'s data store with a SpillwayStore (the worker must hold no data yet).
+
+    The worker's index (`worker_index`, else $SPILLWAY_WORKER_INDEX, else its
+    name; see spillway._dask_dirs.worker_index) is exported as
+    $SPILLWAY_WORKER_INDEX for the config loader, which picks the worker's gpu
+    device from it. Each ``dask worker`` process has its own environment; in a
+    cluster of threads (``processes=False``) every worker would share one, so
+    give such workers a config with a fixed device instead.
+    """
     import os
 
+    from . import _dask_dirs
     from .dask import SpillwayStore
 
     old = worker.memory_manager.data
     if len(old):
         raise RuntimeError(f"spillway.dask_preload: worker {worker.name} already holds {len(old)} keys")
+    index = _dask_dirs.worker_index(worker.name, worker_index)
+    if index is not None:
+        os.environ[_dask_dirs.WORKER_INDEX_VAR] = str(index)
     store = SpillwayStore(worker_local_directory=worker.local_directory, **store_kwargs)
     # Worker.data reads memory_manager.data; the state machine keeps its own reference.
     worker.memory_manager.data = store
@@ -74,7 +101,8 @@ def install(worker, **store_kwargs):
         logger.warning("spillway: host tier %s is over 60%% of the pause threshold (%s of %s): the worker may "
                        "pause once the tier fills (see docs/python.md, sizing)",
                        _mib(host), f"{pause:.0%}", _mib(limit))
-    logger.info("spillway: worker %s stores its data in %s (profile %s, pid %d): %s", worker.name,
+    logger.info("spillway: worker %s (index %s, CUDA_VISIBLE_DEVICES=%s) stores its data in %s (profile %s, pid %d): %s",
+                worker.name, "unknown" if index is None else index, os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"),
                 store.engine.source, store.engine.profile or "(none)", os.getpid(),
                 " -> ".join(f"{t['name']} ({t['kind']}, {_mib(t['capacity_bytes'])})" for t in store.engine.tiers))
     return store
