@@ -155,8 +155,14 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
   // (Mover::RunBatch), so only they wait for the caller's Materialize (the
   // Python module's takes the GIL). One that fails stays in memory, marked
   // so that it is not picked again.
+  std::shared_ptr<void> scope;  // the first external object's MaterializeScope, for them all
+  bool scoped = false;
   for (Move& m : moves) {
     if (m.external == nullptr) continue;
+    if (!scoped) {
+      scope = m.external->object->MaterializeScope();
+      scoped = true;
+    }
     auto bytes = m.external->object->Materialize();
     if (!bytes.ok()) {
       m.external->failed.store(true, std::memory_order_relaxed);
@@ -172,6 +178,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     m.owner = std::move(bytes->owner);
     m.materialized = true;
   }
+  scope.reset();
 
   // Place every object before any copy: one without room stays put at no
   // cost. Memory sources: the sizes come from the blob (device pointers are

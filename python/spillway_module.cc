@@ -255,7 +255,9 @@ bool Finalizing() {
 // reference goes (close(), a collected Engine, the last view of a get()).
 void DropEngine(std::shared_ptr<Engine>& e) {
   if (!e) return;
-  if (PyGILState_Check() && !Finalizing()) {
+  // use_count() is exact here: every other holder that could drop its
+  // reference concurrently is a Python thread, which needs the GIL we hold.
+  if (e.use_count() == 1 && PyGILState_Check() && !Finalizing()) {
     py::gil_scoped_release nogil;
     e.reset();
   } else {
@@ -446,6 +448,15 @@ class PyExternal final : public ExternalObject {
   // A borrowed reference, valid while this object lives.
   PyObject* value() const { return value_; }
 
+  // The GIL for a whole batch of materializations (external.h): one
+  // acquisition instead of one per object; the interpreter still hands it
+  // to other threads every switch interval while the serializers run.
+  std::shared_ptr<void> MaterializeScope() override {
+    if (!BufferReleaser::Get().running()) return nullptr;
+    const PyGILState_STATE state = PyGILState_Ensure();
+    return std::shared_ptr<void>(static_cast<void*>(nullptr), [state](void*) { PyGILState_Release(state); });
+  }
+
   StatusOr<MaterializedObject> Materialize() override {
     if (!BufferReleaser::Get().running()) return Status::Busy("the Python interpreter is exiting");
     py::gil_scoped_acquire gil;
@@ -594,18 +605,12 @@ py::object StatsDict(PyEngine& self) {
   return py::module_::import("json").attr("loads")(json);
 }
 
+// The tier schema of `spillway validate --json` and `info --json`
+// (TierConfigToJson), without the filesystem probes.
 py::list TierList(PyEngine& self) {
+  py::object loads = py::module_::import("json").attr("loads");
   py::list out;
-  for (const TierConfig& t : self.engine()->config().tiers) {
-    py::dict d;
-    d["name"] = t.name;
-    d["kind"] = TierKindName(t.kind);
-    d["capacity_bytes"] = t.capacity_bytes;
-    d["codec"] = CodecKindName(t.codec.kind);
-    d["paths"] = t.paths;
-    d["persistent"] = t.persistent;
-    out.append(d);
-  }
+  for (const TierConfig& t : self.engine()->config().tiers) out.append(loads(TierConfigToJson(t)));
   return out;
 }
 
@@ -817,7 +822,11 @@ Engine(config, profile=None, background_mover=True)
              return out;
            },
            "The statistics in Prometheus text format.")
-      .def_property_readonly("tiers", &TierList, "The resolved tier chain: name, kind, capacity_bytes, codec, paths.")
+      .def_property_readonly("tiers", &TierList,
+                             "The resolved tier chain, one dict per tier in the schema of `spillway validate --json` "
+                             "and `info --json` (name, kind, capacity_bytes, capacity, watermarks, codec{name, level, "
+                             "...}, medium, paths, ...; file tiers: persistent, io); stats()['tiers'] share name, "
+                             "kind and capacity_bytes.")
       .def_property_readonly("source", [](PyEngine& self) { return self.engine()->config().source; })
       .def_property_readonly("profile", [](PyEngine& self) { return self.engine()->config().profile; })
       .def_property_readonly("closed", &PyEngine::closed)

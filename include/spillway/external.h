@@ -40,6 +40,12 @@ class ExternalObject {
  public:
   virtual ~ExternalObject() = default;
   virtual StatusOr<MaterializedObject> Materialize() = 0;
+  // Optional: held while the engine materializes a batch of external objects
+  // on one thread, one after another; the first object of the batch provides
+  // it for the whole batch. The Python module's holds the GIL, so that it is
+  // taken once per batch rather than once per object. Same thread rules as
+  // Materialize. Default: nothing.
+  virtual std::shared_ptr<void> MaterializeScope() { return nullptr; }
 };
 
 }  // namespace spillway

@@ -264,6 +264,8 @@ class SpillwayStore(MutableMapping):
             locks.append(dirs.DirLock(c))
         self.scratch_dirs = created
         self._cleanup = weakref.finalize(self, dirs.remove_dirs, created, locks)
+        # Each tier in the schema of `spillway validate --json` / `info --json` (issue 17).
+        self._tier_config = {t["name"]: t for t in self.engine.tiers}
         has_gpu = any(t["kind"] == "gpu" for t in self.engine.tiers)
         # ---- issue 15: device values (spillway.device) ----
         self._device = _device_table(self.engine) if has_gpu else None
@@ -528,6 +530,11 @@ class SpillwayStore(MutableMapping):
                 head, frames = self._get_device(entry.ekey)
             else:
                 bufs = self.engine.get_buffers(entry.ekey, writable=self.writable_views)
+                if not bufs and entry.lazy:  # relived by another reader since get_external
+                    value = self.engine.get_external(entry.ekey)
+                    if value is not None:
+                        return value
+                    raise KeyError(key)
                 head, frames = bufs[0], bufs[1:]
                 for i in entry.parts:
                     frames[i] = self.engine.get_buffers(entry.part_key(i), writable=self.writable_views)[0]
@@ -711,8 +718,16 @@ class SpillwayStore(MutableMapping):
 
     # ---- statistics -------------------------------------------------------
     def stats(self):
-        """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}."""
+        """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}.
+
+        Each of engine["tiers"] is the tier's entry in `spillway validate --json` and
+        `info --json` (Engine.tiers: name, kind, capacity_bytes, watermarks, codec, ...)
+        with the stats export's counters (used_bytes, objects, raw_bytes, ...) added.
+        """
         engine = self.engine.stats()
+        for t in engine["tiers"]:
+            for k, v in self._tier_config.get(t["name"], {}).items():
+                t.setdefault(k, v)
         spilled = self._spilled_keys()
         m = self._materializer
         with m.lock:
