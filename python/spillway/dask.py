@@ -220,6 +220,14 @@ class SpillwayStore(MutableMapping):
         serialized only when the engine demotes them to the file tier.
         False: every value is serialized by __setitem__. Default: on, unless
         $SPILLWAY_DASK_LAZY is 0 (for comparisons).
+    relive: a live value read back from the file tier is handed to the
+        engine live again (SpillBuffer moves it back to fast): later reads
+        deserialize nothing, but it takes host-tier room again, pushing
+        other values out (serialized then), and is serialized again if it is
+        demoted again. Off by default: the read value stays bytes in the
+        engine and the weak cache serves it while the task holds it
+        (reading a spilled data set once costs one deserialization per key,
+        no writes).
     """
 
     def __init__(
@@ -236,6 +244,7 @@ class SpillwayStore(MutableMapping):
         pop_reads=False,
         adopt=True,
         lazy=None,
+        relive=False,
     ):
         self._tmpdir = None
         self._closed = False
@@ -281,6 +290,7 @@ class SpillwayStore(MutableMapping):
             lazy = os.environ.get("SPILLWAY_DASK_LAZY", "1") not in ("0", "false", "no")
         self.lazy = bool(lazy) and hasattr(self.engine, "put_external")
         self._materializer = _Materializer(self.serializers)
+        self.relive = bool(relive)
         self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
         self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
@@ -490,7 +500,7 @@ class SpillwayStore(MutableMapping):
         return _MISSING
 
     def __getitem__(self, key):
-        return self._read(key, relive=True)
+        return self._read(key, relive=self.relive)
 
     def _read(self, key, relive):
         """The value of `key`; `relive`: a lazy value read back from bytes goes to the engine live again.

@@ -21,6 +21,8 @@ namespace {
 struct Counts {
   std::atomic<int> materialized{0};
   std::atomic<int> released{0};
+  std::atomic<int> scopes{0};       // MaterializeScope calls
+  std::atomic<int> scopes_open{0};  // scopes alive now
 };
 
 // A live object of `n` bytes (seed): Materialize hands out a copy as two
@@ -40,6 +42,12 @@ class FakeExternal final : public ExternalObject {
                  std::span<const std::byte>(copy->data() + head, copy->size() - head)};
     m.owner = std::move(copy);
     return m;
+  }
+  std::shared_ptr<void> MaterializeScope() override {
+    counts_->scopes.fetch_add(1);
+    counts_->scopes_open.fetch_add(1);
+    Counts* c = counts_;
+    return std::shared_ptr<void>(static_cast<void*>(nullptr), [c](void*) { c->scopes_open.fetch_sub(1); });
   }
   const std::vector<std::byte>& bytes() const { return bytes_; }
 
@@ -240,4 +248,24 @@ TEST_CASE("a Materialize that blocks (the GIL) holds up no other move of the bac
   auto h = e->Get("x");
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(64 << 10, 1)));
+}
+
+TEST_CASE("a batch of external objects is materialized under one MaterializeScope") {
+  TempDir dir("external");
+  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  Counts c;
+  std::atomic<int> outside{0};  // Materialize calls with no scope open
+  for (int i = 0; i < 64; ++i) {  // 64 x 32 KiB accounted: batches of several objects
+    auto obj = std::make_shared<FakeExternal>(1000, i, &c);
+    obj->during = [&] {
+      if (c.scopes_open == 0) outside.fetch_add(1);
+    };
+    REQUIRE(e->PutExternal("k" + std::to_string(i), 32 << 10, std::move(obj)).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  CHECK(c.materialized >= 16);
+  CHECK(outside == 0);
+  CHECK(c.scopes_open == 0);
+  CHECK(c.scopes >= 1);
+  CHECK(c.scopes < c.materialized);  // one per batch, not one per object
 }
