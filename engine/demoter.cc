@@ -2,8 +2,10 @@
 #include "engine/demoter.h"
 
 #include <chrono>
+#include <unordered_set>
 
 #include "engine/engine_core.h"
+#include "engine/external_slot.h"
 #include "engine/mover.h"
 
 namespace spillway::internal {
@@ -25,6 +27,11 @@ struct DemotionBatch {
     // The entry's clean copy is in tier `dest`: the move only re-points the
     // entry there (nothing read or written).
     bool clean = false;
+    // An external object (PutExternal): Run materializes it into `spans`,
+    // kept alive by `owner`, and commits them as a new entry.
+    ExternalSlot* external = nullptr;
+    bool materialized = false;
+    std::shared_ptr<void> owner;
   };
   EngineCore* core = nullptr;
   std::vector<Entry*> victims;  // picked (a reference each), moving or not
@@ -76,8 +83,14 @@ DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
     auto& shard = core_->index_.ShardFor(e->key());
     std::lock_guard<std::mutex> l(shard.mu);
     if (e->erased || e->moving || e->tier != t || e->pins() != 0) continue;
+    ExternalSlot* external = e->loc.has_blob() ? ExternalSlotOf(e->loc.blob().get()) : nullptr;
+    if (external != nullptr && external->failed.load(std::memory_order_relaxed)) {
+      EvictionPolicy::Touch(e);  // cannot become bytes: the next picks look past it
+      continue;
+    }
     e->moving = true;
-    batch->moves.push_back(DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false});
+    batch->moves.push_back(
+        DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false, external, false, {}});
     if (e->clean_tier > t) {
       DemotionBatch::Move& m = batch->moves.back();
       m.clean = true;
@@ -88,6 +101,33 @@ DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
   }
   if (batch->moves.empty()) return nullptr;  // the deleter drops the picks
   return batch;
+}
+
+DemotionBatchPtr Demoter::SplitExternal(DemotionBatch& batch) {
+  std::unordered_set<Entry*> external;
+  for (const DemotionBatch::Move& m : batch.moves) {
+    if (m.external != nullptr) external.insert(m.e);
+  }
+  if (external.empty()) return nullptr;
+  DemotionBatchPtr ext(new DemotionBatch);
+  ext->core = core_;
+  ext->start = batch.start;
+  std::vector<DemotionBatch::Move> rest;
+  for (DemotionBatch::Move& m : batch.moves) {
+    if (m.external != nullptr) {
+      ext->picked_bytes += m.e->raw_size;
+      ext->moves.push_back(std::move(m));
+    } else {
+      rest.push_back(std::move(m));
+    }
+  }
+  batch.moves = std::move(rest);
+  batch.picked_bytes -= ext->picked_bytes;
+  // The picks and references of those entries go with them.
+  std::vector<Entry*> victims;
+  for (Entry* e : batch.victims) (external.count(e) ? ext->victims : victims).push_back(e);
+  batch.victims = std::move(victims);
+  return ext;
 }
 
 uint64_t Demoter::Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room) {
@@ -119,19 +159,52 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     }
   }
 
+  // External objects become bytes now, on this thread, no lock held: the
+  // background mover runs their moves on its materializer thread
+  // (Mover::RunBatch), so only they wait for the caller's Materialize (the
+  // Python module's takes the GIL). One that fails stays in memory, marked
+  // so that it is not picked again.
+  std::shared_ptr<void> scope;  // the first external object's MaterializeScope, for them all
+  bool scoped = false;
+  for (Move& m : moves) {
+    if (m.external == nullptr) continue;
+    if (!scoped) {
+      scope = m.external->object->MaterializeScope();
+      scoped = true;
+    }
+    auto bytes = m.external->object->Materialize();
+    if (!bytes.ok()) {
+      m.external->failed.store(true, std::memory_order_relaxed);
+      core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+      core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, bytes.status().ToString());
+      Logger* log = core_->options_.logger != nullptr ? core_->options_.logger : StderrLogger();
+      log->Log(LogLevel::kWarning, "an external object of " + std::to_string(m.e->raw_size) +
+                                       " bytes cannot become bytes; it stays in tier '" + source.name() +
+                                       "': " + bytes.status().ToString());
+      continue;
+    }
+    m.spans = std::move(bytes->buffers);
+    m.owner = std::move(bytes->owner);
+    m.materialized = true;
+  }
+  scope.reset();
+
   // Place every object before any copy: one without room stays put at no
   // cost. Memory sources: the sizes come from the blob (device pointers are
-  // not dereferenced).
+  // not dereferenced), an external object's from its materialized bytes.
   for (Move& m : moves) {
     if (m.clean) continue;  // placed already: its clean copy
     std::vector<std::span<const std::byte>> sizes;
-    if (source.is_memory()) {
+    const bool own_spans = !source.is_memory() || m.external != nullptr;
+    if (m.external != nullptr) {
+      if (!m.materialized) continue;
+    } else if (source.is_memory()) {
       m.src.blob->Spans(&sizes);
     } else if (!m.blob) {
       continue;
     }
-    ObjectView v{m.e->key(), source.is_memory() ? std::span<const std::span<const std::byte>>(sizes)
-                                                : std::span<const std::span<const std::byte>>(m.spans)};
+    ObjectView v{m.e->key(), own_spans ? std::span<const std::span<const std::byte>>(m.spans)
+                                       : std::span<const std::span<const std::byte>>(sizes)};
     Placement::Choice c = placement_->ReserveBelow(t, v, make_room);
     if (c.tier >= 0) {
       m.dest = c.tier;
@@ -165,6 +238,10 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       }
     } else {
       for (Move* m : placed) {
+        if (m->external != nullptr) {  // its bytes are in m->spans already
+          m->blob = m->src.blob;
+          continue;
+        }
         auto blob = source.Load(m->src, m->e->key());
         if (!blob.ok()) {
           core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
@@ -240,23 +317,43 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     Entry* e = m.e;
     Location old;
     bool committed = false;
+    Entry* replaced = nullptr;  // an external object's entry, superseded by its bytes'
     uint64_t st = m.dst.stored_bytes;
+    const uint64_t raw_below = m.external != nullptr ? m.dst.raw_bytes : e->raw_size;
     {
-      auto& shard = core_->index_.ShardFor(e->key());
+      const uint64_t hash = ObjectIndex::Hash(e->key());
+      auto& shard = core_->index_.ShardForHash(hash);
       std::lock_guard<std::mutex> l(shard.mu);
       e->moving = false;
       if (m.ok && !e->erased && e->version == m.version && e->pins() == 0 &&
           (!m.clean || e->clean_tier == m.dest)) {
-        old = e->loc.Take(e->raw_size);
-        if (m.clean) {
+        if (m.external != nullptr) {
+          // The entry's raw size is the caller's accounted size, which its
+          // bytes do not have (and Entry::raw_size never changes): the bytes
+          // become a new entry of the same version (sequence), replacing it
+          // in the index. The old entry, and with it the live object, goes
+          // with its last reference (this batch's, dropped below).
+          Entry* n = Entry::Create(e->key(), raw_below);
+          n->tier = static_cast<int8_t>(m.dest);
+          n->sequence = e->sequence;
+          n->pin_state.store(static_cast<uint64_t>(m.dest) << Entry::kPinTierShift, std::memory_order_relaxed);
+          n->loc.Set(std::move(m.dst));
+          replaced = shard.Replace(n, hash);  // e: it is indexed (not erased)
+          replaced->erased = true;
+          core_->policy_->Remove(replaced);
+          core_->policy_->Insert(n, m.dest);
+        } else if (m.clean) {
+          old = e->loc.Take(e->raw_size);
           auto it = shard.clean_copies.find(e);
           e->loc.Set(std::move(it->second));
           shard.clean_copies.erase(it);
           e->clean_tier = -1;
+          core_->SetTierLocked(e, t, m.dest);
         } else {
+          old = e->loc.Take(e->raw_size);
           e->loc.Set(std::move(m.dst));
+          core_->SetTierLocked(e, t, m.dest);
         }
-        core_->SetTierLocked(e, t, m.dest);
         committed = true;
       }
     }
@@ -265,7 +362,11 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       core_->clean_demotions_.fetch_add(1, std::memory_order_relaxed);
     }
     if (committed) {
-      source.Free(old);
+      if (replaced != nullptr) {
+        core_->Unref(replaced);  // the index's reference
+      } else {
+        source.Free(old);
+      }
       result.moved += e->raw_size;
       if (m.clean) {
         // Nothing was written: the boundary's bytes and rates count writes
@@ -274,10 +375,10 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
         st = 0;
       } else {
         objs[m.dest]++;
-        raw[m.dest] += e->raw_size;
+        raw[m.dest] += raw_below;
         stored[m.dest] += st;
       }
-      core_->LogMove(e->key(), e->raw_size, st, t, m.dest, ns / 1000, true);
+      core_->LogMove(e->key(), raw_below, st, t, m.dest, ns / 1000, true);
     } else if (m.ok && !m.clean) {
       tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
     }
@@ -285,6 +386,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     // tier's room returns with its blob's last reference.
     m.blob.reset();
     m.spans.clear();
+    m.owner.reset();
     m.src = Location();
   }
   for (size_t d = t + 1; d < tiers.size(); ++d) {

@@ -55,6 +55,12 @@ class Demoter {
   // Steps 2-4. `make_room` (may be null) reserves in a full tier below by
   // demoting out of it on this thread (engines without a background mover).
   Result Run(int t, DemotionBatch& batch, const Placement::MakeRoomFn& make_room);
+  // Takes the moves of external objects (Engine::PutExternal) out of `batch`
+  // into a batch of their own, with their picks and references; null when
+  // there are none. Run materializes such moves on its own thread: the
+  // Mover runs that batch on its materializer thread, so a Materialize
+  // waiting for the caller (Python's GIL) holds up no other move.
+  DemotionBatchPtr SplitExternal(DemotionBatch& batch);
   // Pick and Run on the caller's thread. Returns the raw bytes moved.
   uint64_t Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room);
 

@@ -62,6 +62,8 @@ class EngineCore final : public Engine {
                              std::function<void(void*)> release) override;
   Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
                            std::function<void(const std::byte*)> release) override;
+  Status PutExternal(std::string_view key, uint64_t accounted_bytes, std::shared_ptr<ExternalObject> object) override;
+  StatusOr<std::shared_ptr<ExternalObject>> GetExternal(std::string_view key) override;
   StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) override;
   void Prefetch(std::span<const std::string> keys, Where where) override;
   StatusOr<std::shared_ptr<void>> AllocateDevice(uint64_t bytes) override;

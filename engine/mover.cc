@@ -41,6 +41,10 @@ void Mover::Stop() {
     }
     return true;
   });
+  // Every materializer task has finished its batch; join the thread.
+  std::unique_ptr<ThreadPool> materializer = std::move(materializer_);
+  l.unlock();
+  materializer.reset();
 }
 
 void Mover::Tick() {
@@ -109,8 +113,41 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
   // Background batches never wait for room below: a batch that finds the
   // next tier full asks that boundary for room and ends, so no scheduler
   // thread waits for another.
+  // A manual scheduler (tests) runs everything on its caller's thread, the
+  // external moves included, so that stepping it stays deterministic.
+  DemotionBatchPtr external = scheduler_->background() ? demoter_->SplitExternal(*batch) : nullptr;
   const Demoter::Result r = demoter_->Run(t, *batch, nullptr);
   batch.reset();  // the victims' references go before waiters look again
+  if (external) {
+    std::shared_ptr<DemotionBatch> ext(external.release(), DemotionBatchDeleter());
+    std::lock_guard<std::mutex> l(mu_);
+    if (!materializer_) materializer_ = std::make_unique<ThreadPool>(1);
+    materializer_->Submit([this, t, picked, r, ext]() mutable {
+      Demoter::Result all = r;
+      bool stopping;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        stopping = stopping_;
+      }
+      if (!stopping) {  // at Stop the batch is aborted instead (its deleter)
+        const Demoter::Result e = demoter_->Run(t, *ext, nullptr);
+        all.moved += e.moved;
+        if (all.blocked < 0) {
+          all.blocked = e.blocked;
+          all.blocked_bytes = e.blocked_bytes;
+        } else if (all.blocked == e.blocked) {
+          all.blocked_bytes += e.blocked_bytes;
+        }
+      }
+      ext.reset();
+      FinishBatch(t, picked, all);
+    });
+    return;
+  }
+  FinishBatch(t, picked, r);
+}
+
+void Mover::FinishBatch(int t, uint64_t picked, const Demoter::Result& r) {
   {
     std::lock_guard<std::mutex> l(mu_);
     Boundary& b = bounds_[t];

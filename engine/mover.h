@@ -11,6 +11,14 @@
 // and of the boundary below (whose tier just received bytes). Boundaries
 // run independently, so gpu -> host overlaps host -> file.
 //
+// External objects (Engine::PutExternal): a batch's moves of them
+// (Demoter::SplitExternal) run on the mover's one materializer thread, which
+// calls their Materialize (Python's GIL) and stores and commits them; the
+// batch counts as in flight until they are done (so WaitIdle, Flush and Stop
+// wait for them, and the policy does not pick their bytes twice), but no
+// scheduler thread waits for the GIL: the batch's other moves, other batches
+// and other boundaries go on.
+//
 // Backpressure: a caller that finds a tier full waits (WaitForRoom) only
 // until its own reservation fits, re-trying after every batch completion,
 // never for a whole pass. Without a background scheduler the caller demotes
@@ -28,6 +36,7 @@
 
 #include "engine/demoter.h"
 #include "engine/demotion_policy.h"
+#include "base/thread_pool.h"
 
 namespace spillway {
 class Scheduler;
@@ -101,6 +110,8 @@ class Mover {
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
   void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);
+  // A batch's bookkeeping once all its moves committed or aborted.
+  void FinishBatch(int t, uint64_t picked, const Demoter::Result& r);
   bool IdleLocked();
   void Tick();
 
@@ -115,6 +126,8 @@ class Mover {
   bool tick_stop_ = false;
   std::condition_variable tick_cv_;
   std::thread tick_;
+  // The materializer thread (external objects), started with the first one.
+  std::unique_ptr<ThreadPool> materializer_;
 };
 
 }  // namespace spillway::internal

@@ -1,5 +1,7 @@
-// Buffer exports the engine adopted (Engine::PutHostAllocation) and the
-// thread that releases them. Included by spillway_module.cc only.
+// Buffer exports the engine adopted (Engine::PutHostAllocation), references
+// to live objects it held (Engine::PutExternal) and the exports of their
+// materialized frames, and the thread that releases them all. Included by
+// spillway_module.cc only.
 //
 // GIL rules (docs/python.md, "live objects"):
 //  - put_adopted takes a writable, contiguous buffer export of the value
@@ -34,15 +36,16 @@ class BufferReleaser {
   }
 
   // Any thread, GIL held or not. Never blocks on Python.
-  void Push(Py_buffer* view) {
+  void Push(Py_buffer* view) { Queue(Item{view, nullptr}); }
+  // A strong reference to drop (Py_DECREF) on the releaser thread.
+  void PushRef(PyObject* ref) {
+    if (ref != nullptr) Queue(Item{nullptr, ref});
+  }
+  // False once Stop() ran (the interpreter is exiting): nothing may take
+  // the GIL any more.
+  bool running() {
     std::lock_guard<std::mutex> l(mu_);
-    if (stopped_) return;  // finalizing: leak it
-    queue_.push_back(view);
-    if (!started_) {
-      started_ = true;
-      thread_ = std::thread([this] { Run(); });
-    }
-    cv_.notify_one();
+    return !stopped_;
   }
 
   // REQUIRES: the GIL held (atexit). Releases what is queued and stops the thread.
@@ -57,12 +60,12 @@ class BufferReleaser {
       pybind11::gil_scoped_release nogil;
       thread_.join();
     }
-    std::vector<Py_buffer*> rest;
+    std::vector<Item> rest;
     {
       std::lock_guard<std::mutex> l(mu_);
       rest.swap(queue_);
     }
-    for (Py_buffer* v : rest) Release(v);
+    for (const Item& v : rest) Release(v);
   }
 
   // Exports queued and not yet released (tests).
@@ -72,11 +75,30 @@ class BufferReleaser {
   }
 
  private:
+  struct Item {
+    Py_buffer* view;
+    PyObject* ref;
+  };
+
+  void Queue(Item item) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return;  // finalizing: leak it
+    queue_.push_back(item);
+    if (!started_) {
+      started_ = true;
+      thread_ = std::thread([this] { Run(); });
+    }
+    cv_.notify_one();
+  }
+
   BufferReleaser() = default;
 
-  static void Release(Py_buffer* v) {
-    PyBuffer_Release(v);
-    delete v;
+  static void Release(const Item& item) {
+    if (item.view != nullptr) {
+      PyBuffer_Release(item.view);
+      delete item.view;
+    }
+    Py_XDECREF(item.ref);
   }
 
   void Run() {
@@ -84,12 +106,12 @@ class BufferReleaser {
     while (true) {
       cv_.wait(l, [this] { return stopped_ || !queue_.empty(); });
       if (stopped_) return;  // Stop() releases the rest with the GIL it holds
-      std::vector<Py_buffer*> batch;
+      std::vector<Item> batch;
       batch.swap(queue_);
       l.unlock();
       {
         pybind11::gil_scoped_acquire gil;
-        for (Py_buffer* v : batch) Release(v);
+        for (const Item& v : batch) Release(v);
       }
       l.lock();
     }
@@ -97,7 +119,7 @@ class BufferReleaser {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Py_buffer*> queue_;
+  std::vector<Item> queue_;
   bool started_ = false;
   bool stopped_ = false;
   std::thread thread_;

@@ -25,7 +25,13 @@
 //    demotes, so writes never fail a checksum; a write racing a demotion may
 //    or may not reach the demoted copy. The same flag marks device buffers'
 //    __cuda_array_interface__ writable (PyTorch refuses read-only ones).
-//  - The GIL is released around every engine call that can block.
+//  - The GIL is released around every engine call, and wherever the module
+//    may drop an engine's last reference (DropEngine): destroying an engine
+//    waits for its materializer, which may be waiting for the GIL.
+//  - put_external() hands the engine a live object (PyExternal): the mover's
+//    materializer thread takes the GIL only inside PyExternal::Materialize,
+//    holding no engine lock; references and exports are released by the
+//    BufferReleaser thread, never on an engine thread.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -233,14 +239,43 @@ Where WhereFrom(const std::string& s) {
   Raise(PyExc_ValueError, "where/memory must be 'any', 'host' or 'device', not '" + s + "'");
 }
 
+// ---- engine references ------------------------------------------------------
+
+bool Finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// Drops a reference to an engine. The last one destroys the engine, which
+// waits for its mover, whose materializer may be waiting for the GIL
+// (PyExternal::Materialize): so never with the GIL held, wherever the
+// reference goes (close(), a collected Engine, the last view of a get()).
+void DropEngine(std::shared_ptr<Engine>& e) {
+  if (!e) return;
+  // use_count() is exact here: every other holder that could drop its
+  // reference concurrently is a Python thread, which needs the GIL we hold.
+  if (e.use_count() == 1 && PyGILState_Check() && !Finalizing()) {
+    py::gil_scoped_release nogil;
+    e.reset();
+  } else {
+    e.reset();
+  }
+}
+
 // ---- pinned objects ---------------------------------------------------------
 
 // A Handle and the engine it belongs to. Member order matters: the handle is
-// destroyed (released) before the engine reference is dropped.
+// released before the engine reference is dropped.
 struct Pinned {
   std::shared_ptr<Engine> engine;
   Handle handle;
-  ~Pinned() { handle.Release(); }
+  ~Pinned() {
+    handle.Release();
+    DropEngine(engine);
+  }
 };
 
 // One host buffer of a pinned object, exported by the buffer protocol
@@ -265,6 +300,9 @@ struct DeviceBuffer {
 class PyEngine {
  public:
   explicit PyEngine(std::unique_ptr<Engine> e) : engine_(std::move(e)) {}
+  ~PyEngine() { DropEngine(engine_); }
+  PyEngine(const PyEngine&) = delete;
+  PyEngine& operator=(const PyEngine&) = delete;
 
   // A reference that keeps the engine alive across a GIL-free call, even if
   // another thread closes it meanwhile.
@@ -277,8 +315,7 @@ class PyEngine {
   // buffer returned by get() is released.
   void Close() {
     std::shared_ptr<Engine> e = std::move(engine_);
-    py::gil_scoped_release nogil;
-    e.reset();
+    DropEngine(e);
   }
 
  private:
@@ -383,6 +420,109 @@ bool PutAdopted(PyEngine& self, py::handle key, py::handle value) {
   return true;
 }
 
+// ---- live objects (Engine::PutExternal) ---------------------------------------
+
+// Buffer exports of one materialized value; dropped on an engine thread, so
+// the exports are queued for the releaser.
+struct HeldExports {
+  std::vector<Py_buffer*> views;
+  ~HeldExports() {
+    for (Py_buffer* v : views) BufferReleaser::Get().Push(v);
+  }
+};
+
+// A live Python value the engine holds (put_external). Materialize calls
+// `materialize(value)` (SpillwayStore's serializer: a list of buffers, the
+// msgpack'd header first) with the GIL, on the engine's materializer thread.
+class PyExternal final : public ExternalObject {
+ public:
+  // REQUIRES: the GIL. Takes a reference to each.
+  PyExternal(py::handle value, py::handle materialize)
+      : value_(py::reinterpret_borrow<py::object>(value).release().ptr()),
+        materialize_(py::reinterpret_borrow<py::object>(materialize).release().ptr()) {}
+  // Any thread, GIL or not: the references are dropped by the releaser.
+  ~PyExternal() override {
+    BufferReleaser::Get().PushRef(value_);
+    BufferReleaser::Get().PushRef(materialize_);
+  }
+  // A borrowed reference, valid while this object lives.
+  PyObject* value() const { return value_; }
+
+  // The GIL for a whole batch of materializations (external.h): one
+  // acquisition instead of one per object; the interpreter still hands it
+  // to other threads every switch interval while the serializers run.
+  std::shared_ptr<void> MaterializeScope() override {
+    if (!BufferReleaser::Get().running()) return nullptr;
+    const PyGILState_STATE state = PyGILState_Ensure();
+    return std::shared_ptr<void>(static_cast<void*>(nullptr), [state](void*) { PyGILState_Release(state); });
+  }
+
+  StatusOr<MaterializedObject> Materialize() override {
+    if (!BufferReleaser::Get().running()) return Status::Busy("the Python interpreter is exiting");
+    py::gil_scoped_acquire gil;
+    try {
+      py::object frames = py::reinterpret_borrow<py::object>(materialize_)(py::handle(value_));
+      auto held = std::make_shared<HeldExports>();
+      MaterializedObject out;
+      for (py::handle f : frames) {
+        auto view = std::make_unique<Py_buffer>();
+        if (PyObject_GetBuffer(f.ptr(), view.get(), PyBUF_ANY_CONTIGUOUS) != 0) {
+          // Not a contiguous host buffer: one contiguous copy (device frames fail here).
+          PyErr_Clear();
+          py::object copy = py::module_::import("builtins").attr("memoryview")(f).attr("tobytes")();
+          if (PyObject_GetBuffer(copy.ptr(), view.get(), PyBUF_SIMPLE) != 0) throw py::error_already_set();
+        }
+        out.buffers.emplace_back(static_cast<const std::byte*>(view->buf), static_cast<size_t>(view->len));
+        held->views.push_back(view.release());
+      }
+      out.owner = std::move(held);
+      return out;
+    } catch (py::error_already_set& e) {
+      return Status::InvalidArgument(std::string("cannot serialize the value: ") + e.what());
+    } catch (const std::exception& e) {
+      return Status::InvalidArgument(std::string("cannot serialize the value: ") + e.what());
+    }
+  }
+
+ private:
+  PyObject* value_;
+  PyObject* materialize_;
+};
+
+void PutExternal(PyEngine& self, py::handle key, uint64_t nbytes, py::handle value, py::handle materialize) {
+  std::string k = KeyFrom(key);
+  if (!PyCallable_Check(materialize.ptr())) Raise(PyExc_TypeError, "materialize must be callable");
+  auto object = std::make_shared<PyExternal>(value, materialize);
+  std::shared_ptr<Engine> e = self.engine();
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = e->PutExternal(k, nbytes, std::move(object));
+  }
+  Check(s);
+}
+
+py::object GetExternal(PyEngine& self, py::handle key) {
+  std::string k = KeyFrom(key);
+  std::shared_ptr<Engine> e = self.engine();
+  StatusOr<std::shared_ptr<ExternalObject>> r = Status::Internal("not read");
+  {
+    py::gil_scoped_release nogil;
+    r = e->GetExternal(k);
+  }
+  if (!r.ok()) {
+    if (r.status().IsNotFound()) {
+      PyErr_SetObject(g_exc.not_found, key.ptr());
+      throw py::error_already_set();
+    }
+    RaiseStatus(r.status());
+  }
+  auto* live = dynamic_cast<PyExternal*>(r->get());
+  if (live == nullptr) return py::none();
+  // `*r` keeps the PyExternal (and its reference) alive across this line.
+  return py::reinterpret_borrow<py::object>(live->value());
+}
+
 std::shared_ptr<Pinned> Pin(PyEngine& self, py::handle key, const std::string& where) {
   std::string k = KeyFrom(key);
   const Where w = WhereFrom(where);
@@ -465,18 +605,40 @@ py::object StatsDict(PyEngine& self) {
   return py::module_::import("json").attr("loads")(json);
 }
 
-py::list TierList(PyEngine& self) {
-  py::list out;
-  for (const TierConfig& t : self.engine()->config().tiers) {
-    py::dict d;
-    d["name"] = t.name;
-    d["kind"] = TierKindName(t.kind);
-    d["capacity_bytes"] = t.capacity_bytes;
-    d["codec"] = CodecKindName(t.codec.kind);
-    d["paths"] = t.paths;
-    d["persistent"] = t.persistent;
-    out.append(d);
+// Engine::CheckDevices: every gpu-tier object on its tier's device, by UUID
+// (the multi-GPU benchmark checks each worker with it).
+py::dict CheckDevicesDict(PyEngine& self) {
+  std::shared_ptr<Engine> e = self.engine();
+  StatusOr<DeviceCheck> c = Status::Internal("not run");
+  {
+    py::gil_scoped_release nogil;
+    c = e->CheckDevices();
   }
+  if (!c.ok()) RaiseStatus(c.status());
+  py::list tiers;
+  for (const auto& t : c->tiers) {
+    py::dict d;
+    d["tier"] = t.tier;
+    d["device"] = t.device;
+    d["uuid"] = t.uuid;
+    d["pci_bus_id"] = t.pci_bus_id;
+    d["objects"] = t.objects;
+    d["misplaced"] = t.misplaced;
+    tiers.append(d);
+  }
+  py::dict out;
+  out["tiers"] = tiers;
+  out["first_problem"] = c->first_problem;
+  out["ok"] = c->ok();
+  return out;
+}
+
+// The tier schema of `spillway validate --json` and `info --json`
+// (TierConfigToJson), without the filesystem probes.
+py::list TierList(PyEngine& self) {
+  py::object loads = py::module_::import("json").attr("loads");
+  py::list out;
+  for (const TierConfig& t : self.engine()->config().tiers) out.append(loads(TierConfigToJson(t)));
   return out;
 }
 
@@ -553,6 +715,16 @@ Engine(config, profile=None, background_mover=True)
            "until it lets go (erase, replace, demotion). Returns False, storing nothing, when `value` exports no "
            "writable contiguous buffer. Writes to `value` afterwards are seen by readers while it is in the host "
            "tier. No host tier has room: a copy goes down the chain and `value` is let go at once.")
+      .def("put_external", &PutExternal, py::arg("key"), py::arg("nbytes"), py::arg("value"),
+           py::arg("materialize"),
+           "Stores the live object `value` under `key` WITHOUT serializing it: the host tier holds it, accounting "
+           "`nbytes` (e.g. Dask's sizeof). When the engine demotes it to a tier that stores bytes it calls "
+           "`materialize(value)` on its materializer thread (the GIL taken there) for a list of buffers, the "
+           "value's bytes, and lets `value` go once they are stored; a materialize that raises keeps it in "
+           "memory. get_external(key) returns it while it is live. NoSpaceError when no host tier has room.")
+      .def("get_external", &GetExternal, py::arg("key"),
+           "The live object put_external stored under `key`, or None once the engine holds it as bytes (read it "
+           "with get_buffers). KeyError when absent.")
       .def("put", &Put, py::arg("key"), py::arg("value"), py::arg("memory") = "auto",
            "Stores `value` (a buffer-protocol object, an object with __cuda_array_interface__, or a list/tuple of "
            "them: one object of several buffers) under `key` (str or bytes), replacing any previous value. The "
@@ -621,7 +793,13 @@ Engine(config, profile=None, background_mover=True)
             return e->Contains(k);
           },
           py::arg("key"))
-      .def("__contains__", [](PyEngine& self, py::handle key) { return self.engine()->Contains(KeyFrom(key)); })
+      .def("__contains__",
+           [](PyEngine& self, py::handle key) {
+             std::string k = KeyFrom(key);
+             std::shared_ptr<Engine> e = self.engine();
+             py::gil_scoped_release nogil;
+             return e->Contains(k);
+           })
       .def(
           "tiers_of",
           [](PyEngine& self, py::handle keys) {
@@ -650,11 +828,36 @@ Engine(config, profile=None, background_mover=True)
           },
           "Waits for background moves and syncs persistent tiers.")
       .def("stats", &StatsDict, "Per-tier and per-boundary counters as a dict (engine/stats.h).")
-      .def("stats_table", [](PyEngine& self) { return FormatStatsTable(self.engine()->Stats()); },
+      .def("check_devices", &CheckDevicesDict,
+           "Every gpu-tier object on its tier's device, by UUID (Engine::CheckDevices): "
+           "{'tiers': [{'tier', 'device', 'uuid', 'pci_bus_id', 'objects', 'misplaced'}], 'first_problem', 'ok'}.")
+      .def("stats_table",
+           [](PyEngine& self) {
+             std::shared_ptr<Engine> e = self.engine();
+             std::string out;
+             {
+               py::gil_scoped_release nogil;
+               out = FormatStatsTable(e->Stats());
+             }
+             return out;
+           },
            "The statistics as a human-readable table.")
-      .def("stats_prometheus", [](PyEngine& self) { return StatsToPrometheus(self.engine()->Stats()); },
+      .def("stats_prometheus",
+           [](PyEngine& self) {
+             std::shared_ptr<Engine> e = self.engine();
+             std::string out;
+             {
+               py::gil_scoped_release nogil;
+               out = StatsToPrometheus(e->Stats());
+             }
+             return out;
+           },
            "The statistics in Prometheus text format.")
-      .def_property_readonly("tiers", &TierList, "The resolved tier chain: name, kind, capacity_bytes, codec, paths.")
+      .def_property_readonly("tiers", &TierList,
+                             "The resolved tier chain, one dict per tier in the schema of `spillway validate --json` "
+                             "and `info --json` (name, kind, capacity_bytes, capacity, watermarks, codec{name, level, "
+                             "...}, medium, paths, ...; file tiers: persistent, io); stats()['tiers'] share name, "
+                             "kind and capacity_bytes.")
       .def_property_readonly("source", [](PyEngine& self) { return self.engine()->config().source; })
       .def_property_readonly("profile", [](PyEngine& self) { return self.engine()->config().profile; })
       .def_property_readonly("closed", &PyEngine::closed)

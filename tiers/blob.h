@@ -46,7 +46,7 @@ class Blob {
       : data_(data), size_(size), num_buffers_(static_cast<uint32_t>(buffer_sizes.size())), kind_(kind) {
     const bool plain_sizes = buffer_sizes.empty() || (buffer_sizes.size() == 1 && buffer_sizes[0] == size);
     if (deleter || !plain_sizes) {
-      extra_ = new Extra{std::move(deleter), {}};
+      extra_ = new Extra{std::move(deleter), {}, {}};
       if (!plain_sizes) extra_->buffer_sizes = std::move(buffer_sizes);
     }
   }
@@ -100,6 +100,17 @@ class Blob {
     }
   }
 
+  // Opaque state of the layer above riding on the Blob (the engine's external
+  // objects, Engine::PutExternal: a Blob of no buffers standing for a live
+  // object). Set once, before the Blob is shared; dropped with the Blob.
+  void SetAttachment(std::shared_ptr<void> attachment) {
+    if (extra_ == nullptr) extra_ = new Extra{};
+    extra_->attachment = std::move(attachment);
+  }
+  const std::shared_ptr<void>* attachment() const {
+    return extra_ != nullptr && extra_->attachment ? &extra_->attachment : nullptr;
+  }
+
   // REQUIRES: not yet accounted. `account` must outlive the Blob.
   void SetAccount(BlobAccount* account, uint64_t bytes) {
     account_ = account;
@@ -120,6 +131,7 @@ class Blob {
   struct Extra {
     Deleter deleter;
     std::vector<uint64_t> buffer_sizes;
+    std::shared_ptr<void> attachment;
   };
   template <typename T>
   struct TailAllocator;

@@ -1,7 +1,8 @@
 // The one JSON description of a configured tier, shared by `validate --json`
-// and `info --json` (and by the Python module's config view): the field names
+// and `info --json` (and by the Python module's Engine.tiers): the field names
 // and shapes match the stats export (StatsToJson: name, kind, capacity_bytes),
-// which adds the counters.
+// which adds the counters. Written once, by TierConfigToJson
+// (engine/stats_export.h); this is its nlohmann view for the CLI.
 #pragma once
 
 #include <map>

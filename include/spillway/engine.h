@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "spillway/config.h"
+#include "spillway/external.h"
 #include "spillway/handle.h"
 #include "spillway/stats.h"
 #include "spillway/status.h"
@@ -137,6 +138,24 @@ class Engine {
   // (engine/engine_adopt.cc)
   virtual Status PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
                                    std::function<void(const std::byte*)> release) = 0;
+  // Stores a live object of the caller (spillway/external.h) under `key`
+  // without any bytes: the first host tier with room holds it, accounting
+  // `accounted_bytes` (the caller's measure of it, e.g. Dask's sizeof), and
+  // the mover demotes it like any object, calling object->Materialize() on
+  // its materializer thread (never a batch thread of the mover) when it
+  // picks the object, and storing those bytes below. The object is released
+  // when its demotion commits, or on erase, replace, the engine's
+  // destruction. A Get of the key returns a Handle of no buffers while it is
+  // external (use GetExternal), its bytes once demoted. NoSpace when no host
+  // tier can take it (nothing stored; the caller still has its object).
+  // (engine/engine_external.cc)
+  virtual Status PutExternal(std::string_view key, uint64_t accounted_bytes,
+                             std::shared_ptr<ExternalObject> object) = 0;
+  // The external object under `key` while it is still held live (not yet
+  // demoted): a reference of the caller's own, valid even if a demotion
+  // commits right after. Null when the key is held as bytes (Get it then).
+  // NotFound when absent. Counts as a use for the eviction policy.
+  virtual StatusOr<std::shared_ptr<ExternalObject>> GetExternal(std::string_view key) = 0;
   // Brings every key to `where` and pins each until the returned handles
   // are released: call it before launching a kernel on those inputs. Keys in
   // a file tier are read as one batch of requests (the tier's queue depth in

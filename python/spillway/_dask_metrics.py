@@ -88,7 +88,7 @@ def get_metrics(store):
         "memory_bytes": c["weight"] - spilled_weight,  # sizeof, as SpillBuffer.fast.total_weight
         "disk_count": c["spilled_keys"],
         "disk_bytes": sum(t["used_bytes"] for t in files),
-        "memory_read_count_total": c["gets"] + c["cache_hits"] - disk_reads,
+        "memory_read_count_total": c["gets"] + c["cache_hits"] + c.get("live_hits", 0) - disk_reads,
         "memory_read_bytes_total": max(0, c["get_bytes"] - disk_read_bytes),
         "disk_read_count_total": disk_reads,
         "disk_read_bytes_total": disk_read_bytes,

@@ -6,12 +6,21 @@
     # or from the command line: dask worker ADDRESS --preload spillway.dask_preload \
     #     --spillway-config nodes.yaml --spillway-profile cpu-node   (see spillway.dask_preload)
 
-Each value is serialized with Dask's own serialization (``serialize`` with the
-"dask" then "pickle" serializers; "cuda" first when the chain has a gpu tier)
-into a header and frames, and stored as ONE multi-buffer spillway object: the
-msgpack'd header first, then the frames, read in place (NumPy data is not
-copied on the Python side). The engine places it in the first tier with room
-and moves it down the chain under pressure: spilling is the engine's job, so
+Values move as live objects until they must become bytes. A value that does
+not expose a buffer (a pandas frame, a list, a dict, any object) is handed to
+the engine as the live object itself (``Engine.put_external``): the host tier
+holds it, accounted at Dask's ``sizeof``, and reads return that very object.
+Only when the engine's mover demotes it to the file tier is it serialized
+(``_Materializer``, on the engine's materializer thread), and when it is read
+back it is deserialized once and handed to the engine as a live object again.
+A buffer value (NumPy, bytes) is serialized at once with Dask's serialization,
+which for those is a small header and views of the value's memory, and its
+large frames are adopted without a copy (``Engine.put_adopted``). Either way
+the bytes are ONE multi-buffer spillway object: the msgpack'd header first,
+then the frames. Serialization is Dask's own (``serialize`` with the "dask"
+then "pickle" serializers; "cuda" first when the chain has a gpu tier). The
+engine places values in the first tier with room and moves them down the
+chain under pressure: spilling is the engine's job, so
 the store does not implement Dask's manual ``evict()`` protocol and the worker's
 memory monitor leaves it alone (it still pauses the worker at the pause
 threshold, on the process memory, which includes the host tier). Size the
@@ -97,18 +106,65 @@ def _nbytes(frame):
         return n
 
 
+def _exposes_buffer(value):
+    try:
+        memoryview(value)
+    except TypeError:
+        return False
+    return True
+
+
+class _Materializer:
+    """Turns a live value into its bytes when the engine demotes it (put_external's callback).
+
+    Called by the engine's materializer thread with the GIL held; returns
+    [msgpack'd header, *frames], the layout __setitem__ stores for a buffer
+    value, so __getitem__ reads both alike. Takes no store lock: a thread of
+    the store may hold one while it waits inside the engine for room that this
+    very demotion makes. A value Dask cannot serialize raises: the engine keeps
+    it in memory and does not try again.
+    """
+
+    def __init__(self, serializers):
+        self.serializers = serializers
+        self.lock = threading.Lock()  # guards the counters only
+        self.calls = 0
+        self.failures = 0
+        self.seconds = 0.0
+        self.bytes = 0
+
+    def __call__(self, value):
+        t0 = perf_counter()
+        try:
+            header, frames = serialize(value, serializers=self.serializers, on_error="raise")
+            head = msgpack.dumps(header, use_bin_type=True)
+        except Exception as e:
+            with self.lock:
+                self.failures += 1
+            logger.warning("spillway: keeping a %s in process memory: cannot serialize it (%s: %s)",
+                           type(value).__name__, type(e).__name__, e)
+            raise
+        nbytes = len(head) + sum(_nbytes(f) for f in frames)
+        with self.lock:
+            self.calls += 1
+            self.bytes += nbytes
+            self.seconds += perf_counter() - t0
+        return [head, *frames]
+
+
 class _Entry:
-    """What the store knows of one key: the engine has the bytes."""
+    """What the store knows of one key: the engine has the bytes, or the live value (lazy)."""
 
-    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts")
+    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts", "lazy")
 
-    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=()):
+    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=(), lazy=False):
         self.ekey = ekey        # engine key
         self.nbytes = nbytes    # serialized bytes in the engine (0 for overflow)
         self.device = device    # device frames: a companion header object exists
         self.weight = weight    # dask.sizeof of the value, Dask's measure of it
         self.overflow = overflow  # kept as a live object in self._overflow
         self.parts = parts      # frame indices stored as their own (adopted) objects, largest first
+        self.lazy = lazy        # put_external: live in a memory tier until the engine demotes it
 
     def part_key(self, i):
         return part_key(self.ekey, i)
@@ -159,6 +215,19 @@ class SpillwayStore(MutableMapping):
         accounts their bytes and keeps the value's memory alive while the
         object is in the host tier; only a demotion copies them, to the
         file tier. False: every frame is copied into the host tier.
+    lazy: hand values that expose no buffer (pandas frames, lists, dicts,
+        objects) to the engine as live objects (Engine.put_external),
+        serialized only when the engine demotes them to the file tier.
+        False: every value is serialized by __setitem__. Default: on, unless
+        $SPILLWAY_DASK_LAZY is 0 (for comparisons).
+    relive: a live value read back from the file tier is handed to the
+        engine live again (SpillBuffer moves it back to fast): later reads
+        deserialize nothing, but it takes host-tier room again, pushing
+        other values out (serialized then), and is serialized again if it is
+        demoted again. Off by default: the read value stays bytes in the
+        engine and the weak cache serves it while the task holds it
+        (reading a spilled data set once costs one deserialization per key,
+        no writes).
     """
 
     def __init__(
@@ -174,6 +243,8 @@ class SpillwayStore(MutableMapping):
         writable_views=True,
         pop_reads=False,
         adopt=True,
+        lazy=None,
+        relive=False,
     ):
         self._tmpdir = None
         self._closed = False
@@ -202,6 +273,8 @@ class SpillwayStore(MutableMapping):
             locks.append(dirs.DirLock(c))
         self.scratch_dirs = created
         self._cleanup = weakref.finalize(self, dirs.remove_dirs, created, locks)
+        # Each tier in the schema of `spillway validate --json` / `info --json` (issue 17).
+        self._tier_config = {t["name"]: t for t in self.engine.tiers}
         has_gpu = any(t["kind"] == "gpu" for t in self.engine.tiers)
         # ---- issue 15: device values (spillway.device) ----
         self._device = _device_table(self.engine) if has_gpu else None
@@ -213,6 +286,11 @@ class SpillwayStore(MutableMapping):
         self.writable_views = bool(writable_views)
         self.pop_reads = bool(pop_reads)
         self.adopt = bool(adopt) and hasattr(self.engine, "put_adopted")
+        if lazy is None:  # SPILLWAY_DASK_LAZY=0: the eager store, for A/B comparisons (bench/dask_bench.py)
+            lazy = os.environ.get("SPILLWAY_DASK_LAZY", "1") not in ("0", "false", "no")
+        self.lazy = bool(lazy) and hasattr(self.engine, "put_external")
+        self._materializer = _Materializer(self.serializers)
+        self.relive = bool(relive)
         self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
         self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
@@ -235,6 +313,9 @@ class SpillwayStore(MutableMapping):
             "overflow_puts": 0,
             "unread_releases": 0,  # pop/discard/del of values never read back
             "adopted_bytes": 0,  # frame bytes the engine adopted without a copy
+            "lazy_puts": 0,  # values handed over live (put_external), not serialized by __setitem__
+            "live_hits": 0,  # reads served by the engine's live object, no deserialization
+            "relived": 0,  # values read back from bytes and handed over live again
         }
         self.fast = self.memory = TierView(self, spilled=False)
         self.slow = self.disk = TierView(self, spilled=True)
@@ -270,6 +351,8 @@ class SpillwayStore(MutableMapping):
                 if _is_device_value(value):
                     self._put_device_value(key, ekey, old, value, weight, t0)
                     return
+            if self.lazy and not _exposes_buffer(value) and self._put_lazy(key, ekey, old, value, weight, t0):
+                return
             try:
                 header, frames = serialize(value, serializers=self.serializers, on_error="raise")
                 head = msgpack.dumps(header, use_bin_type=True)
@@ -311,6 +394,29 @@ class SpillwayStore(MutableMapping):
                 c["serialize_seconds"] += t1 - t0
                 c["put_seconds"] += t2 - t1
         self._maybe_log()
+
+    def _put_lazy(self, key, ekey, old, value, weight, t0):
+        """The live value to the engine (put_external); False when no host tier has room (then serialized).
+
+        REQUIRES: the key's lock.
+        """
+        try:
+            self.engine.put_external(ekey, weight, value, self._materializer)
+        except NoSpaceError:
+            return False
+        if old is not None:
+            if old.device:
+                self._erase_quiet(ekey + _HEADER_SUFFIX)
+            for i in old.parts:
+                self._erase_quiet(part_key(ekey, i))
+        self._attach(key, _Entry(ekey, 0, False, weight, lazy=True), value)
+        with self._lock:
+            c = self.counters
+            c["puts"] += 1
+            c["lazy_puts"] += 1
+            c["put_seconds"] += perf_counter() - t0
+        self._maybe_log()
+        return True
 
     def _put_device_value(self, key, ekey, old, value, weight, t0):  # issue 15
         if old is not None and not old.overflow:
@@ -394,6 +500,13 @@ class SpillwayStore(MutableMapping):
         return _MISSING
 
     def __getitem__(self, key):
+        return self._read(key, relive=self.relive)
+
+    def _read(self, key, relive):
+        """The value of `key`; `relive`: a lazy value read back from bytes goes to the engine live again.
+
+        REQUIRES: not holding the key's lock when `relive`.
+        """
         with self._lock:
             entry = self._keys.get(key)
             if entry is None:
@@ -412,12 +525,26 @@ class SpillwayStore(MutableMapping):
                 self.counters["gets"] += 1
                 self.counters["get_bytes"] += entry.nbytes
             return value
+        if entry.lazy:
+            try:
+                value = self.engine.get_external(entry.ekey)
+            except KeyError:
+                raise KeyError(key) from None  # erased concurrently
+            if value is not None:  # still live in a memory tier: the object itself
+                with self._lock:
+                    self.counters["live_hits"] += 1
+                return value
         t0 = perf_counter()
         try:
             if entry.device:
                 head, frames = self._get_device(entry.ekey)
             else:
                 bufs = self.engine.get_buffers(entry.ekey, writable=self.writable_views)
+                if not bufs and entry.lazy:  # relived by another reader since get_external
+                    value = self.engine.get_external(entry.ekey)
+                    if value is not None:
+                        return value
+                    raise KeyError(key)
                 head, frames = bufs[0], bufs[1:]
                 for i in entry.parts:
                     frames[i] = self.engine.get_buffers(entry.part_key(i), writable=self.writable_views)[0]
@@ -438,8 +565,24 @@ class SpillwayStore(MutableMapping):
             c["get_bytes"] += entry.nbytes
             c["get_seconds"] += t1 - t0
             c["deserialize_seconds"] += t2 - t1
+        if entry.lazy and relive:
+            self._relive(key, entry, value)
         self._maybe_log()
         return value
+
+    def _relive(self, key, entry, value):
+        """A lazy value just deserialized from bytes goes back to the engine live (as SpillBuffer
+        moves a value read from slow into fast): later reads are no deserialization, and the
+        engine serializes it again only if it demotes it again."""
+        with self._key_lock(key):
+            if self._keys.get(key) is not entry:
+                return  # replaced or released meanwhile
+            try:
+                self.engine.put_external(entry.ekey, entry.weight, value, self._materializer)
+            except NoSpaceError:
+                return  # stays as bytes
+            with self._lock:
+                self.counters["relived"] += 1
 
     def _get_device(self, ekey):
         host = self.engine.get_buffers(ekey + _HEADER_SUFFIX, writable=self.writable_views)
@@ -471,8 +614,15 @@ class SpillwayStore(MutableMapping):
                 if default is _MISSING:
                     raise KeyError(key)
                 return default
+            if value is _MISSING and entry.lazy:
+                try:
+                    value = self.engine.get_external(entry.ekey)  # live: at hand without a read
+                except KeyError:
+                    value = None
+                if value is None:
+                    value = _MISSING
             if value is _MISSING and (default is _MISSING or self.pop_reads):
-                value = self[key]  # the caller wants the value: read it
+                value = self._read(key, relive=False)  # the caller wants the value: read it
             old = self._detach(key)
             if old is not None:
                 self._release(old, key)
@@ -578,12 +728,26 @@ class SpillwayStore(MutableMapping):
 
     # ---- statistics -------------------------------------------------------
     def stats(self):
-        """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}."""
+        """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}.
+
+        Each of engine["tiers"] is the tier's entry in `spillway validate --json` and
+        `info --json` (Engine.tiers: name, kind, capacity_bytes, watermarks, codec, ...)
+        with the stats export's counters (used_bytes, objects, raw_bytes, ...) added.
+        """
         engine = self.engine.stats()
+        for t in engine["tiers"]:
+            for k, v in self._tier_config.get(t["name"], {}).items():
+                t.setdefault(k, v)
         spilled = self._spilled_keys()
+        m = self._materializer
+        with m.lock:
+            lazy = {"lazy_serializations": m.calls, "lazy_serialize_failures": m.failures,
+                    "lazy_serialized_bytes": m.bytes, "lazy_serialize_seconds": m.seconds}
         with self._lock:
             store = dict(self.counters, keys=len(self._keys), overflow_keys=len(self._overflow),
-                         weight=self._weight, spilled_keys=len(spilled))
+                         weight=self._weight, spilled_keys=len(spilled), **lazy)
+        # Serializing at demotion is still serializing (Dask's pickle_time_total).
+        store["serialize_seconds"] += lazy["lazy_serialize_seconds"]
         tiers = engine["tiers"]
         summary = {
             "demotions": sum(t["demotions_out"] for t in tiers),

@@ -76,7 +76,9 @@ def test_engine_releases_after_demotion(tmp_path, background):
 
 
 def test_store_adopts_numpy_and_pandas_frames(tmp_path):
-    s = SpillwayStore(chain(tmp_path, host="64MiB"), log_interval=0, weak_cache=False)
+    # lazy=False: a pandas frame is serialized at once and its frames adopted
+    # (by default it goes to the engine live: test_dask_lazy.py).
+    s = SpillwayStore(chain(tmp_path, host="64MiB"), log_interval=0, weak_cache=False, lazy=False)
     a = np.random.default_rng(0).random(1 << 20)  # 8 MiB
     df = pd.DataFrame({"x": np.arange(1 << 17, dtype=np.float64), "k": np.arange(1 << 17)})
     s["a"] = a

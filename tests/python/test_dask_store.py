@@ -134,10 +134,16 @@ def test_no_space_keeps_value_in_memory(tmp_path, caplog):
     # Values Dask cannot serialize stay in memory too, as in Dask's own buffer.
     import threading
 
+    # The lock is held live; the failure shows when the engine demotes it
+    # (the arrays below push the host tier over its high watermark).
     lock = threading.Lock()
     with caplog.at_level(logging.WARNING, logger="distributed.worker.spillway"):
         s["lock"] = lock
+        for i in range(3):
+            s[f"fill{i}"] = np.full(50_000, i, dtype=np.float64)
+        s.engine.flush()
     assert s["lock"] is lock and "cannot serialize" in caplog.text
+    assert "lock" in s.fast
     s.close()
 
 
