@@ -90,7 +90,7 @@ DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
     }
     e->moving = true;
     batch->moves.push_back(
-        DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false, external, false, {}});
+        DemotionBatch::Move{e, e->version, e->loc.Get(e->raw_size), nullptr, {}, 0, -1, {}, false, false, external, false, {}});
     if (e->clean_tier > t) {
       DemotionBatch::Move& m = batch->moves.back();
       m.clean = true;
@@ -371,7 +371,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       if (m.clean) {
         // Nothing was written: the boundary's bytes and rates count writes
         // only; clean_demotions counts these.
-        tiers[m.dest]->ServeFromCopy(Location{.raw_bytes = e->raw_size});
+        tiers[m.dest]->ServeFromCopy(e->raw_size);
         st = 0;
       } else {
         objs[m.dest]++;

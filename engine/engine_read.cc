@@ -130,7 +130,7 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
     return Handle(std::move(b), e, this);
   }
   if (kept) {
-    tiers_[t]->KeepAsCopy(Location{.raw_bytes = raw});
+    tiers_[t]->KeepAsCopy(raw);
     clean_copies_.fetch_add(1, std::memory_order_relaxed);
   } else {
     tiers_[t]->Free(old);

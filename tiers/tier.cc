@@ -122,14 +122,14 @@ void Tier::Free(Location& loc) {
   FreeImpl(loc);
 }
 
-void Tier::KeepAsCopy(const Location& loc) {
+void Tier::KeepAsCopy(uint64_t raw_bytes) {
   counters_.objects.fetch_sub(1, std::memory_order_relaxed);
-  counters_.raw_bytes.fetch_sub(loc.raw_bytes, std::memory_order_relaxed);
+  counters_.raw_bytes.fetch_sub(raw_bytes, std::memory_order_relaxed);
 }
 
-void Tier::ServeFromCopy(const Location& loc) {
+void Tier::ServeFromCopy(uint64_t raw_bytes) {
   counters_.objects.fetch_add(1, std::memory_order_relaxed);
-  counters_.raw_bytes.fetch_add(loc.raw_bytes, std::memory_order_relaxed);
+  counters_.raw_bytes.fetch_add(raw_bytes, std::memory_order_relaxed);
 }
 
 void Tier::FreeCopy(Location& loc) { FreeImpl(loc); }

@@ -121,8 +121,8 @@ class Tier : public BlobAccount {
   // above: its space stays used, but it no longer counts as one of this
   // tier's objects (KeepAsCopy) until it serves the object again
   // (ServeFromCopy) or is released (FreeCopy).
-  void KeepAsCopy(const Location& loc);
-  void ServeFromCopy(const Location& loc);
+  void KeepAsCopy(uint64_t raw_bytes);
+  void ServeFromCopy(uint64_t raw_bytes);
   void FreeCopy(Location& loc);
   // Makes everything stored so far durable (file tiers).
   Status Sync() { return SyncImpl(); }
