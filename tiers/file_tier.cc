@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <tuple>
 
 #include "tiers/segment_manifest.h"
@@ -89,15 +90,43 @@ struct FileTier::Slab {
 // The streamed writes' aligned buffers, made on first use and reused, so a
 // large object never faults in fresh pages, and so their number bounds the
 // memory and the I/O that streamed writes hold.
+//
+// Buffers go to the streamed writes strictly in the order they started
+// (each takes a ticket): a write gets none while an older one still has
+// pieces to fill, so two large objects stored at once are written one
+// after the other, the second encoding its first pieces while the first
+// one's last pieces are on the disk. The disk sees the same queue either
+// way, but the first object is on disk (and its source memory free) in half
+// the time: with a host tier that holds two such objects, interleaved
+// writes finished together, and the disk then sat idle while the next two
+// Puts copied their objects in (measured: the disk busy 58-72% of a 64 MiB
+// spill, idle gaps of about 55 ms after each pair). Handing a buffer to a
+// younger write whenever the older one was busy encoding was not enough on
+// a loaded machine: the older encoder was often not running when a buffer
+// came free.
 class FileTier::PieceBuffers {
  public:
   ~PieceBuffers() {
     for (std::byte* b : free_) std::free(b);
   }
-  // Blocks while every buffer is in flight; null when memory runs out.
-  std::byte* Acquire() {
+  // A write's place in the queue; Done() gives it up (after its last Acquire).
+  uint64_t Ticket() {
+    std::lock_guard<std::mutex> l(mu_);
+    active_.insert(next_ticket_);
+    return next_ticket_++;
+  }
+  void Done(uint64_t ticket) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      active_.erase(ticket);
+    }
+    cv_.notify_all();
+  }
+  // Blocks while every buffer is in flight or an older write has pieces
+  // left to fill; null when memory runs out.
+  std::byte* Acquire(uint64_t ticket) {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return !free_.empty() || made_ < kPieceBuffers; });
+    cv_.wait(l, [&] { return (!free_.empty() || made_ < kPieceBuffers) && *active_.begin() == ticket; });
     if (!free_.empty()) {
       std::byte* b = free_.back();
       free_.pop_back();
@@ -112,14 +141,16 @@ class FileTier::PieceBuffers {
       std::lock_guard<std::mutex> l(mu_);
       free_.push_back(b);
     }
-    cv_.notify_one();
+    cv_.notify_all();
   }
 
  private:
-  std::mutex mu_;  // guards free_, made_
+  std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::vector<std::byte*> free_;
   size_t made_ = 0;
+  uint64_t next_ticket_ = 0;
+  std::set<uint64_t> active_;  // tickets of the writes still filling pieces
 };
 
 FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc)
@@ -433,9 +464,10 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   const uint32_t depth = std::max<uint32_t>(1, config().io.queue_depth / kPieceWriters);
   const uint64_t block = config().io.block_bytes;
   TaskGroup tracker;
+  const uint64_t ticket = pieces_->Ticket();
   for (uint64_t pos = kIoAlign; pos < len && !tracker.failed(); pos += kPieceBytes) {
     const uint64_t n = std::min(kPieceBytes, len - pos);
-    std::byte* buf = pieces_->Acquire();  // waits while every buffer is on the disk
+    std::byte* buf = pieces_->Acquire(ticket);  // waits while every buffer is on the disk
     if (buf == nullptr) {
       st = Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
       break;
@@ -452,6 +484,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
       tracker.Done(std::move(ws));
     });
   }
+  pieces_->Done(ticket);  // the next streamed write may fill pieces while these are written
   Status written = tracker.Wait();
   if (st.ok()) st = std::move(written);
   if (st.ok()) {

@@ -9,7 +9,13 @@
 // as it is full, several in flight, so a 64 MiB object neither waits for its
 // whole encoding nor faults in a fresh 64 MiB buffer; its header block goes
 // last, once the payload checksum is known. A Location is published only
-// after its bytes are on disk.
+// after its bytes are on disk. Two streamed writes at once take the piece
+// buffers in the order they started, so the first finishes first.
+//
+// Read path (file_tier_read.cc): a large raw record is read as several
+// requests in flight through a reused ring buffer, each piece hashed and
+// copied into the object's blob as soon as it arrives, so verification
+// overlaps the I/O; nothing is served before the whole record verified.
 //
 // Freeing a record punches its blocks in the background; Sync and
 // allocated_bytes() wait for the punches queued before them. On a
@@ -162,6 +168,10 @@ class FileTier : public Tier {
   Status PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
   StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
                                std::span<const IoRequest> reqs);
+  // A raw record read as several requests in flight, each piece verified and
+  // copied out as it arrives. Sets `*fallback` (nothing served) when the
+  // record must be read whole instead (compressed, or tables larger than a piece).
+  StatusOr<BlobPtr> LoadStreamed(const Location& loc, std::string_view key, bool* fallback);
   // file_tier_space.cc: the stripe a write of `len` bytes goes to (round
   // robin, skipping paths at their reserved free space).
   StatusOr<uint32_t> PickStripe(uint64_t len);

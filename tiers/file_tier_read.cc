@@ -2,7 +2,17 @@
 // every record's aligned window in one SubmitAndWait, so an Acquire of N
 // spilled keys keeps the tier's queue depth busy instead of reading one at a
 // time), each verified and decoded into host memory.
+//
+// A single large raw record (codec none) is read as several requests in
+// flight through a reused ring of this thread's read buffer
+// (FileIo::SubmitAndWaitEach): each piece, as soon as it and every piece
+// before it have arrived, is hashed and its payload copied into the object's
+// blob while the later pieces are still on the disk, so the checksum and the
+// copy overlap the I/O instead of following it, and a 64 MiB object needs no
+// 64 MiB read window. Nothing is served before the whole record verified.
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "tiers/file_tier.h"
 
@@ -16,6 +26,15 @@ constexpr uint64_t kMaxBatchWindowBytes = 64ull << 20;
 // a 1 MiB read into fresh memory spends as long faulting the pages in as
 // the disk takes to fill them.
 constexpr uint64_t kCachedReadLimit = 16ull << 20;
+
+// Raw records at least this long are read piece by piece (LoadStreamed).
+constexpr uint64_t kStreamedReadMin = 256ull << 10;
+// A streamed read's requests: a quarter of the window (so a 1 MiB record
+// has four in flight and only the last quarter's checksum and copy follow
+// the I/O), at least kMinReadPiece, at most io.block_bytes.
+constexpr uint64_t kMinReadPiece = 64ull << 10;
+// Within a piece, hashed and copied in blocks that stay in cache between the two.
+constexpr uint64_t kVerifyBlock = 128ull << 10;
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
@@ -103,7 +122,128 @@ StatusOr<BlobPtr> FileTier::FinishRead(const Location& loc, std::string_view key
   return blob;
 }
 
+StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view key, bool* fallback) {
+  *fallback = false;
+  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  if (!seg) return Status::Corruption(Where(loc) + ": segment file is missing");
+  const uint64_t start = AlignDown(loc.offset, kIoAlign);
+  const uint64_t window = AlignUp(loc.offset + loc.length, kIoAlign) - start;
+  const uint64_t rel = loc.offset - start;  // the record's first byte in the window
+  const uint64_t max_piece = std::clamp(AlignDown(config().io.block_bytes, kIoAlign), kMinReadPiece, kCachedReadLimit);
+  const uint64_t piece = std::clamp(AlignUp((window + 3) / 4, kIoAlign), kMinReadPiece, max_piece);
+  const size_t pieces = static_cast<size_t>((window + piece - 1) / piece);
+  const size_t ring_pieces = static_cast<size_t>(std::clamp<uint64_t>(kCachedReadLimit / piece, 1, pieces));
+  std::byte* ring = ThreadReadBuffer(ring_pieces * piece);
+  if (ring == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
+  std::vector<IoRequest> reqs(pieces);
+  for (size_t k = 0; k < pieces; ++k) {
+    IoRequest& r = reqs[k];
+    r.op = IoRequest::Op::kRead;
+    r.file = &seg->file;
+    r.offset = start + k * piece;
+    r.buf = ring + (k % ring_pieces) * piece;  // free again: request k - ring_pieces was verified
+    r.len = static_cast<size_t>(std::min(piece, window - k * piece));
+  }
+
+  // What the pieces verified so far found. Verdicts on a record whose
+  // header is sound wait for the end, in ParseRecord's order (checksum,
+  // padding, tables, then the key), so both paths name the same fault.
+  const uint64_t seed = RecordSeed(loc.segment, loc.offset);
+  Status stop;  // the header is bad or the file ends early: the rest is not looked at
+  std::optional<RecordHeader> header;
+  Status tables;  // ParseRecordPrefix's verdict
+  bool key_matches = false, padding_zero = true;
+  uint64_t body_end = 0, payload_begin = 0, rec_end = rel + loc.length;  // window offsets
+  Checksum64Stream sum;
+  BlobPtr blob;
+  auto verify = [&](size_t k) {
+    const IoRequest& r = reqs[k];
+    const uint64_t p0 = k * piece, p1 = p0 + r.len;
+    const std::byte* data = static_cast<const std::byte*>(r.buf);
+    // Only the record's own bytes must be there: the file may end inside the
+    // last aligned block (a truncated segment), after the record.
+    const uint64_t want = rec_end > p0 ? std::min<uint64_t>(r.len, rec_end - p0) : 0;
+    if (r.result < 0 || static_cast<uint64_t>(r.result) < want) {
+      stop = Status::Corruption(Where(loc) + ": record extends past the end of the file");
+      return;
+    }
+    if (k == 0) {
+      const std::span<const std::byte> first(data + rel, r.len - rel);
+      auto h = ParseRecordHeader(first, seed);
+      if (!h.ok()) {
+        stop = Status::Corruption(Where(loc) + ": " + h.status().message());
+        return;
+      }
+      const bool raw = h->codec == static_cast<uint8_t>(CodecKind::kNone) ||
+                       ((h->flags & kFlagStoredRaw) && !(h->flags & kFlagChunked));
+      if (!raw || RecordPrefixSize(*h) > first.size()) {
+        *fallback = true;  // compressed, or tables past the first piece: read it whole
+        stop = Status::NotSupported("streamed read not possible");
+        return;
+      }
+      if (RecordSize(*h) > loc.length) {
+        stop = Status::Corruption(Where(loc) + ": truncated record: " + std::to_string(loc.length) + " of " +
+                                  std::to_string(RecordSize(*h)) + " bytes");
+        return;
+      }
+      header = *h;
+      rec_end = rel + RecordSize(*h);
+      body_end = rel + kRecordHeaderSize + RecordBodySize(*h);
+      auto info = ParseRecordPrefix(first, seed);
+      if (info.ok()) {
+        key_matches = info->key == key;
+        payload_begin = rel + info->payload_offset;
+        blob = NewHostBlob(host_alloc_, h->raw_size, std::move(info->buffer_sizes));
+        if (!blob) {
+          stop = Status::NoSpace(Where(loc) + ": out of memory for " + std::to_string(h->raw_size) + " bytes");
+          return;
+        }
+      } else {
+        tables = info.status();
+      }
+    }
+    // The body (what payload_checksum covers) block by block; the payload
+    // part of each block is copied out right after it is hashed.
+    const uint64_t hash_end = std::min(p1, body_end);
+    for (uint64_t b = std::max(p0, rel + kRecordHeaderSize); b < hash_end;) {
+      const uint64_t n = std::min(kVerifyBlock, hash_end - b);
+      sum.Update(data + (b - p0), n);
+      const uint64_t c0 = std::max(b, payload_begin), c1 = b + n;
+      if (blob && c0 < c1) std::memcpy(blob->data() + (c0 - payload_begin), data + (c0 - p0), c1 - c0);
+      b += n;
+    }
+    for (uint64_t b = std::max(p0, body_end); b < std::min(p1, rec_end); ++b) {
+      if (data[b - p0] != std::byte{0}) padding_zero = false;
+    }
+  };
+  std::vector<char> arrived(pieces, 0);
+  size_t verified = 0;  // pieces [0, verified) were looked at, in order
+  auto done = [&](size_t i) {
+    arrived[i] = 1;
+    for (; verified < pieces && arrived[verified]; ++verified) {
+      if (stop.ok()) verify(verified);
+    }
+  };
+  Status st = io_->SubmitAndWaitEach(reqs, config().io.queue_depth, ring_pieces, done);
+  if (*fallback) return stop;
+  if (!st.ok()) return st.WithContext(Where(loc));
+  if (!stop.ok()) return stop;
+  if (verified != pieces || !header) return Status::IOError(Where(loc) + ": streamed read ended early");
+  if (sum.Digest() != header->payload_checksum) {
+    return Status::Corruption(Where(loc) + ": record payload checksum mismatch");
+  }
+  if (!padding_zero) return Status::Corruption(Where(loc) + ": record padding is not zero");
+  if (!tables.ok()) return Status::Corruption(Where(loc) + ": " + tables.message());
+  if (!key_matches) return Status::Corruption(Where(loc) + ": record holds a different key");
+  return blob;
+}
+
 StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
+  if (codec_->kind() == CodecKind::kNone && loc.length >= kStreamedReadMin) {
+    bool fallback = false;
+    auto blob = LoadStreamed(loc, key, &fallback);
+    if (!fallback) return blob;
+  }
   ReadWindow w;
   std::vector<IoRequest> reqs;
   SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*thread_buffer=*/true, &w, &reqs));

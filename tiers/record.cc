@@ -510,28 +510,14 @@ StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data, uint64
   return h;
 }
 
-StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed) {
-  StatusOr<RecordHeader> parsed = ParseRecordHeader(data, seed);
-  if (!parsed.ok()) return parsed.status();
-  const RecordHeader& h = *parsed;
-  const size_t size = RecordSize(h);
-  if (data.size() < size) {
-    return Status::Corruption("truncated record: " + std::to_string(data.size()) + " of " +
-                              std::to_string(size) + " bytes");
-  }
-  // From here every table lies inside `data`, so allocations below are
-  // bounded by the input length.
-  const size_t body = BodySize(h);
-  const std::byte* p = data.data() + kRecordHeaderSize;
-  if (Checksum64(p, body) != h.payload_checksum) {
-    return Status::Corruption("record payload checksum mismatch");
-  }
-  for (size_t i = kRecordHeaderSize + body; i < size; ++i) {
-    if (data[i] != std::byte{0}) return Status::Corruption("record padding is not zero");
-  }
+namespace {
+
+// The key and tables after a validated header `h`, from `p` (the byte after
+// the header). REQUIRES: the header and tables lie inside the caller's data.
+StatusOr<RecordInfo> ParseTables(const RecordHeader& h, const std::byte* p) {
   RecordInfo info;
   info.header = h;
-  info.record_size = size;
+  info.record_size = RecordSize(h);
   info.key = std::string_view(reinterpret_cast<const char*>(p), h.key_len);
   p += h.key_len;
   info.buffer_sizes.resize(h.num_buffers);
@@ -561,8 +547,46 @@ StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed)
   if (h.num_chunks > 0 && stored != h.stored_size) {
     return Status::Corruption("record chunk sizes disagree with the stored size");
   }
-  info.payload_offset = kRecordHeaderSize + body - h.stored_size;
+  info.payload_offset = kRecordHeaderSize + BodySize(h) - h.stored_size;
   return info;
+}
+
+}  // namespace
+
+size_t RecordPrefixSize(const RecordHeader& h) {
+  return kRecordHeaderSize + h.key_len + 8ull * h.num_buffers + 4ull * h.num_chunks;
+}
+
+StatusOr<RecordInfo> ParseRecordPrefix(std::span<const std::byte> data, uint64_t seed) {
+  StatusOr<RecordHeader> parsed = ParseRecordHeader(data, seed);
+  if (!parsed.ok()) return parsed.status();
+  if (data.size() < RecordPrefixSize(*parsed)) {
+    return Status::Corruption("truncated record tables: " + std::to_string(data.size()) + " of " +
+                              std::to_string(RecordPrefixSize(*parsed)) + " bytes");
+  }
+  return ParseTables(*parsed, data.data() + kRecordHeaderSize);
+}
+
+StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed) {
+  StatusOr<RecordHeader> parsed = ParseRecordHeader(data, seed);
+  if (!parsed.ok()) return parsed.status();
+  const RecordHeader& h = *parsed;
+  const size_t size = RecordSize(h);
+  if (data.size() < size) {
+    return Status::Corruption("truncated record: " + std::to_string(data.size()) + " of " +
+                              std::to_string(size) + " bytes");
+  }
+  // From here every table lies inside `data`, so allocations below are
+  // bounded by the input length.
+  const size_t body = BodySize(h);
+  const std::byte* p = data.data() + kRecordHeaderSize;
+  if (Checksum64(p, body) != h.payload_checksum) {
+    return Status::Corruption("record payload checksum mismatch");
+  }
+  for (size_t i = kRecordHeaderSize + body; i < size; ++i) {
+    if (data[i] != std::byte{0}) return Status::Corruption("record padding is not zero");
+  }
+  return ParseTables(h, p);
 }
 
 Status DecodeRecordPayload(const RecordInfo& info, std::span<const std::byte> data,

@@ -171,6 +171,15 @@ StatusOr<RecordHeader> ParseRecordHeader(std::span<const std::byte> data, uint64
 // checksum. Corruption on any mismatch or bound violation; never reads past data.
 StatusOr<RecordInfo> ParseRecord(std::span<const std::byte> data, uint64_t seed = 0);
 
+// Bytes of the header, key and tables (where the payload starts). Assumes
+// the header was validated.
+size_t RecordPrefixSize(const RecordHeader& h);
+// ParseRecord's checks of the header, key and tables only, for a reader that
+// has just the record's first bytes (data.size() >= RecordPrefixSize) and
+// verifies the rest itself as it arrives: the payload checksum (over
+// RecordBodySize bytes after the header) and the zero padding are NOT checked.
+StatusOr<RecordInfo> ParseRecordPrefix(std::span<const std::byte> data, uint64_t seed = 0);
+
 // Decodes the payload of a parsed record into `out` (exactly raw_size bytes:
 // the buffers concatenated). `data` is the same span given to ParseRecord.
 Status DecodeRecordPayload(const RecordInfo& info, std::span<const std::byte> data,

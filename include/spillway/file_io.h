@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -129,6 +130,23 @@ class FileIo {
   // `result`; Read() does and fails on it. Error messages name the operation,
   // file path and offset.
   virtual Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) = 0;
+  // SubmitAndWait that reports each request as it completes, so the caller
+  // can work on what has arrived (verify it, copy it out) while the rest is
+  // still in flight. `done(i)` runs on the calling thread once request i has
+  // completed in full (a read also when it ended at end of file: check
+  // `result`); never for a failed or cancelled request, and after a failure
+  // not necessarily for every request that had completed. `max_ahead` (0: no
+  // limit) bounds how far issuing runs ahead of the caller: request i is
+  // issued only after every request before i - max_ahead + 1 has completed
+  // and its done() has returned, so request i may reuse the buffer of request
+  // i - max_ahead (a ring of max_ahead buffers).
+  // The default runs SubmitAndWait over groups of max_ahead requests and
+  // calls done() for each after its group, in order: correct for any FileIo
+  // (a wrapper that overrides SubmitAndWait, such as FaultFileIo, keeps its
+  // behaviour) but without overlap; io_uring overrides it. FileIoWrapper
+  // does not forward it, so a wrapper's SubmitAndWait is never bypassed.
+  virtual Status SubmitAndWaitEach(std::span<IoRequest> requests, uint32_t queue_depth, size_t max_ahead,
+                                   const std::function<void(size_t)>& done);
   virtual Status Sync(const FileHandle& file) = 0;  // fdatasync
   // Frees [offset, offset+len) inside the file (FALLOC_FL_PUNCH_HOLE); NotSupported if the fs cannot.
   virtual Status PunchHole(const FileHandle& file, uint64_t offset, uint64_t len) = 0;

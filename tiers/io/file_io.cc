@@ -1,7 +1,10 @@
-// FileIo's non-virtual conveniences (Read, Write) and the factory that picks
+// FileIo's conveniences (Read, Write), the default SubmitAndWaitEach (no
+// overlap: group by group over SubmitAndWait), and the factory that picks
 // an implementation: io_uring where the kernel allows it, POSIX otherwise.
 #include "spillway/file_io.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -81,6 +84,23 @@ Status FileIo::Write(const FileHandle& f, uint64_t offset, const void* buf, size
   // SubmitAndWait takes a mutable buffer because reads fill it; a write only
   // reads from it.
   return RunOne(*this, IoRequest::Op::kWrite, f, offset, const_cast<void*>(buf), len);
+}
+
+Status FileIo::SubmitAndWaitEach(std::span<IoRequest> requests, uint32_t queue_depth, size_t max_ahead,
+                                 const std::function<void(size_t)>& done) {
+  // Group by group: a group is issued only after done() returned for every
+  // request of the one before, which is what max_ahead promises.
+  const size_t group = max_ahead == 0 ? requests.size() : max_ahead;
+  for (size_t i = 0; i < requests.size(); i += group) {
+    std::span<IoRequest> part = requests.subspan(i, std::min(group, requests.size() - i));
+    Status st = SubmitAndWait(part, queue_depth);
+    if (!st.ok()) {
+      for (IoRequest& r : requests.subspan(i + part.size())) r.result = -ECANCELED;
+      return st;
+    }
+    for (size_t j = 0; j < part.size(); ++j) done(i + j);
+  }
+  return Status::OK();
 }
 
 std::unique_ptr<FileIo> MakeFileIo(IoEngine engine, Logger* logger) {

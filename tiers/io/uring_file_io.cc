@@ -4,7 +4,9 @@
 // One ring per thread (thread_local, created on first use, torn down at
 // thread exit): rings are cheap, and a ring used by a single thread needs no
 // lock and may be set up IORING_SETUP_SINGLE_ISSUER. Data requests keep up to
-// `queue_depth` operations in flight; everything else (open, fsync,
+// `queue_depth` operations in flight (SubmitAndWaitEach: reporting each one
+// as it completes, after the window is refilled, so the caller's work on it
+// overlaps the rest); everything else (open, fsync,
 // fallocate, ...) is a plain syscall inherited from PosixFileIo, because those
 // calls are rare and gain nothing from a ring.
 #include <liburing.h>
@@ -117,7 +119,18 @@ class UringFileIo final : public PosixFileIo {
  public:
   using PosixFileIo::PosixFileIo;
   const char* name() const override { return "io_uring"; }
-  Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) override;
+  Status SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) override {
+    return Run(requests, queue_depth, 0, nullptr);
+  }
+  Status SubmitAndWaitEach(std::span<IoRequest> requests, uint32_t queue_depth, size_t max_ahead,
+                           const std::function<void(size_t)>& done) override {
+    return Run(requests, queue_depth, max_ahead, &done);
+  }
+
+ private:
+  // Both entry points; `done` may be null.
+  Status Run(std::span<IoRequest> requests, uint32_t queue_depth, size_t max_ahead,
+             const std::function<void(size_t)>* done);
 };
 
 // Per-request progress, indexed like the caller's span. user_data of each
@@ -138,7 +151,8 @@ void PrepChunk(io_uring_sqe* sqe, const IoRequest& r, size_t done) {
   }
 }
 
-Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_depth) {
+Status UringFileIo::Run(std::span<IoRequest> requests, uint32_t queue_depth, size_t max_ahead,
+                        const std::function<void(size_t)>* done) {
   if (requests.empty()) return Status::OK();
   ThreadRing& tr = t_ring;
   if (!tr.Init()) {
@@ -149,7 +163,8 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
       logger()->Log(LogLevel::kWarning, "io_uring ring setup failed on a thread (" + RingInitReason(tr.err) +
                                             "); using pread/pwrite there");
     });
-    return PosixFileIo::SubmitAndWait(requests, queue_depth);
+    return done == nullptr ? PosixFileIo::SubmitAndWait(requests, queue_depth)
+                           : FileIo::SubmitAndWaitEach(requests, queue_depth, max_ahead, *done);
   }
   io_uring* ring = &tr.ring;
   const size_t max_inflight = std::clamp<size_t>(queue_depth, 1, kRingEntries);
@@ -160,16 +175,29 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
   size_t next = 0;      // next request never submitted
   size_t inflight = 0;  // SQEs prepared (queued or in the kernel), not yet completed
   size_t queued = 0;    // SQEs prepared but not yet accepted by io_uring_submit
+  // With `done`: which requests completed, and how many leading ones did
+  // (request `next` is issued only while next < prefix + max_ahead).
+  std::vector<char> complete(done != nullptr ? requests.size() : 0, 0);
+  size_t prefix = 0;
+  const size_t ahead = done != nullptr && max_ahead > 0 ? max_ahead : requests.size();
+  auto completed = [&](size_t i) {
+    if (done == nullptr) return;
+    complete[i] = 1;
+    (*done)(i);
+    while (prefix < requests.size() && complete[prefix]) ++prefix;
+  };
   auto fail = [&](Status s) {
     if (first.ok()) first = std::move(s);
   };
 
-  while (true) {
-    // Fill the window: continuations of short transfers first (their
-    // buffers are the oldest), then new requests unless a failure stopped us.
-    while (inflight < max_inflight && (!pr.pending.empty() || (next < requests.size() && first.ok()))) {
+  // Fills the window: continuations of short transfers first (their
+  // buffers are the oldest), then new requests unless a failure stopped us.
+  auto fill = [&] {
+    while (inflight < max_inflight &&
+           (!pr.pending.empty() || (next < requests.size() && next < prefix + ahead && first.ok()))) {
       if (pr.pending.empty() && requests[next].len == 0) {  // nothing to move
-        requests[next++].result = 0;
+        requests[next].result = 0;
+        completed(next++);
         continue;
       }
       io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -185,27 +213,34 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
       io_uring_sqe_set_data64(sqe, i);
       ++inflight, ++queued;
     }
+  };
+  // The kernel refused the ring itself. Waits out what it accepted, then
+  // drops the ring so unsubmitted SQEs never run against freed buffers.
+  auto abandon = [&](int rc) {
+    fail(Status::FromErrno(-rc, "io_uring_enter"));
+    size_t accepted = inflight - queued;
+    while (accepted > 0) {
+      io_uring_cqe* cqe;
+      if (io_uring_wait_cqe(ring, &cqe) != 0) break;
+      io_uring_cqe_seen(ring, cqe);
+      --accepted;
+    }
+    tr.Reset();
+    for (IoRequest& r : requests.subspan(next)) r.result = -ECANCELED;
+    return first;
+  };
+  auto fatal = [](int rc) { return rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME; };
+  std::vector<size_t> arrived;  // requests completed in this round, for done()
+
+  while (true) {
+    fill();
     if (inflight == 0) break;
 
     // Submit the queued SQEs and wait for at least one completion in one
     // syscall.
     io_uring_cqe* ready;
     int rc = queued > 0 ? io_uring_submit_and_wait(ring, 1) : io_uring_wait_cqe(ring, &ready);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) {
-      // The kernel refused the ring itself. Wait out what it accepted, then
-      // drop the ring so unsubmitted SQEs never run against freed buffers.
-      fail(Status::FromErrno(-rc, "io_uring_enter"));
-      size_t accepted = inflight - queued;
-      while (accepted > 0) {
-        io_uring_cqe* cqe;
-        if (io_uring_wait_cqe(ring, &cqe) != 0) break;
-        io_uring_cqe_seen(ring, cqe);
-        --accepted;
-      }
-      tr.Reset();
-      for (IoRequest& r : requests.subspan(next)) r.result = -ECANCELED;
-      return first;
-    }
+    if (fatal(rc)) return abandon(rc);
     if (queued > 0 && rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
 
     unsigned head;
@@ -224,6 +259,7 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
         fail(RequestError(r, -res));
       } else if (res == 0 && r.op == IoRequest::Op::kRead) {
         r.result = static_cast<ssize_t>(pr.done[i]);  // end of file: the read ends here
+        if (done != nullptr) arrived.push_back(i);
       } else if (res == 0) {
         r.result = -EIO;
         fail(Status::IOError(DescribeRequest("pwrite", r) + ": wrote 0 bytes after " +
@@ -234,10 +270,25 @@ Status UringFileIo::SubmitAndWait(std::span<IoRequest> requests, uint32_t queue_
           pr.pending.push_back(i);  // short transfer: continue from where it stopped
         } else {
           r.result = static_cast<ssize_t>(pr.done[i]);
+          if (done != nullptr) arrived.push_back(i);
         }
       }
     }
     io_uring_cq_advance(ring, seen);
+    if (!arrived.empty()) {
+      // Keep the device busy while the caller works on what arrived: issue
+      // what the window allows now, then report.
+      fill();
+      if (queued > 0) {
+        rc = io_uring_submit(ring);
+        if (fatal(rc)) return abandon(rc);
+        if (rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
+      }
+      for (size_t i : arrived) {
+        if (first.ok()) completed(i);
+      }
+      arrived.clear();
+    }
   }
   for (IoRequest& r : requests.subspan(next)) r.result = -ECANCELED;
   return first;
