@@ -22,8 +22,9 @@ tiers:
      io: {segment_size: 16MiB}}
 YAML
 limit=3
-# Slack for what lies outside the command's own clock: exec, dynamic loading, exit.
-slack=1.0
+# Slack for what lies outside the command's own clock: exec, dynamic loading,
+# exit (generous: CI runs this beside other tests, and under the sanitizers).
+slack=2.0
 t0=$(date +%s.%N)
 out="$("$cli" stress --config "$work/slow.yaml" --threads 2 --seconds "$limit" --seed 5 --keys 60000 \
        --sizes 16KiB:128KiB --json)"
@@ -42,9 +43,11 @@ assert r["lost"] == 0 and r["corrupt"] == 0, r["first_problem"]
 assert r["seconds_limit"] == limit, r["seconds_limit"]
 assert set(r["phases"]) == {"open", "clear", "workload", "final flush", "verify", "stats", "close"}, r["phases"]
 # The verification stops 3% (at least 50 ms) before the bound; one Get (or a
-# workload operation) running late on a busy machine may still cross it.
-assert r["bounded_seconds"] <= limit + 0.25, "run took %.2f s for --seconds %g" % (r["bounded_seconds"], limit)
-assert abs(r["wall_seconds"] - r["bounded_seconds"] - close) < 0.05, r
+# workload operation, or the final flush) running late on a busy machine or
+# under a sanitizer may still cross it: a quarter of the bound, where the run
+# took 13 s for --seconds 3 before the bound existed.
+assert r["bounded_seconds"] <= limit * 1.25, "run took %.2f s for --seconds %g" % (r["bounded_seconds"], limit)
+assert abs(r["wall_seconds"] - r["bounded_seconds"] - close) < 0.2, r
 assert outside <= limit + close + slack, "wall time %.2f s for --seconds %g + close %.2f s (slack %g s)" % (
     outside, limit, close, slack)
 assert r["ops"] > 0 and r["verified"] > 0, r
