@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "file_tier_test_util.h"
 #include "tier_conformance.h"
 #include "tiers/file_tier.h"
 #include "tiers/io/fault_file_io.h"
@@ -23,7 +24,10 @@
 namespace spillway {
 namespace {
 
+using testing::FlipByteAt;
+using testing::MakeObj;
 using testing::RandomBytes;
+using testing::StoreAll;
 using testing::TempDir;
 using Obj = testing::TestObject;
 
@@ -35,22 +39,6 @@ TierConfig FileConfig(const std::string& dir) {
   c.codec.kind = CodecKind::kNone;
   c.paths = {dir};
   return c;
-}
-
-Obj MakeObj(const std::string& key, std::vector<size_t> sizes, uint64_t seed) {
-  Obj o;
-  o.key = key;
-  for (size_t i = 0; i < sizes.size(); ++i) o.bufs.push_back(RandomBytes(sizes[i], seed * 31 + i));
-  return o;
-}
-
-StatusOr<std::vector<Location>> StoreAll(FileTier& tier, std::vector<Obj>& objs) {
-  std::vector<ObjectView> views;
-  for (Obj& o : objs) {
-    views.push_back(o.view());
-    tier.ForceReserve(tier.ReserveEstimate(views.back()));
-  }
-  return tier.Store(views);
 }
 
 // Loads `loc` and compares it with `o`; the reason in `*why` when it differs.
@@ -75,24 +63,6 @@ bool ReadsBack(FileTier& tier, const Location& loc, const Obj& o, std::string* w
 }
 
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// Damages the aligned block holding byte `at` of segment `segment`.
-Status FlipByteAt(FileIo& io, const std::string& dir, uint32_t segment, uint64_t at) {
-  OpenOptions o;
-  o.write = true;
-  auto f = io.Open(dir + "/" + Segment::FileName(segment), o);
-  if (!f.ok()) return f.status();
-  const uint64_t block = at / kIoAlign * kIoAlign;
-  std::unique_ptr<std::byte, decltype(&std::free)> buf(
-      static_cast<std::byte*>(std::aligned_alloc(kIoAlign, kIoAlign)), &std::free);
-  Status st = io.Read(*f, block, buf.get(), kIoAlign);
-  if (st.ok()) {
-    buf.get()[at - block] ^= std::byte{0x5a};
-    st = io.Write(*f, block, buf.get(), kIoAlign);
-  }
-  (void)io.Close(*f);
-  return st;
-}
 
 std::vector<std::unique_ptr<FileIo>> AllIo() {
   std::vector<std::unique_ptr<FileIo>> v;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "file_tier_test_util.h"
 #include "tier_conformance.h"
 #include "tiers/file_tier.h"
 #include "tiers/io/fault_file_io.h"
@@ -19,7 +20,9 @@
 namespace spillway {
 namespace {
 
+using testing::MakeObj;
 using testing::RandomBytes;
+using testing::StoreAll;
 using testing::TempDir;
 
 TierConfig FileConfig(const std::string& dir, bool persistent) {
@@ -35,22 +38,6 @@ TierConfig FileConfig(const std::string& dir, bool persistent) {
 
 // The conformance suite's object: a key, its buffers and views of them.
 using Obj = testing::TestObject;
-
-Obj MakeObj(const std::string& key, std::vector<size_t> sizes, uint64_t seed) {
-  Obj o;
-  o.key = key;
-  for (size_t i = 0; i < sizes.size(); ++i) o.bufs.push_back(RandomBytes(sizes[i], seed * 31 + i));
-  return o;
-}
-
-StatusOr<std::vector<Location>> StoreAll(FileTier& tier, std::vector<Obj>& objs) {
-  std::vector<ObjectView> views;
-  for (Obj& o : objs) {
-    views.push_back(o.view());
-    tier.ForceReserve(tier.ReserveEstimate(views.back()));
-  }
-  return tier.Store(views);
-}
 
 void CheckReadsBack(FileTier& tier, const Location& loc, const Obj& o) {
   auto blob = tier.Load(loc, o.key);

@@ -4,6 +4,7 @@
 // The gpu tier registers in tests/tiers/gpu/gpu_tier_conformance_test.cc.
 #include <memory>
 
+#include "file_tier_test_util.h"
 #include "tier_conformance.h"
 #include "tiers/file_tier.h"
 #include "tiers/host_tier.h"
@@ -26,27 +27,6 @@ TierUnderTest MakeHost(const TierSpec& spec) {
   TierUnderTest t;
   t.tier = std::make_unique<HostTier>(c, 0, nullptr);
   return t;
-}
-
-// Flips one byte in the middle of the record at `loc`, through `io` (so the
-// in-memory files are damaged as the disk ones are). O_DIRECT wants whole
-// aligned blocks, so the block around the byte is read, changed, written.
-Status FlipByte(FileIo& io, const std::string& dir, const Location& loc) {
-  OpenOptions o;
-  o.write = true;
-  auto f = io.Open(dir + "/" + Segment::FileName(loc.segment), o);
-  if (!f.ok()) return f.status();
-  const uint64_t at = loc.offset + loc.length / 2;
-  const uint64_t block = at / kIoAlign * kIoAlign;
-  std::unique_ptr<std::byte, decltype(&std::free)> buf(
-      static_cast<std::byte*>(std::aligned_alloc(kIoAlign, kIoAlign)), &std::free);
-  Status st = io.Read(*f, block, buf.get(), kIoAlign);
-  if (st.ok()) {
-    buf.get()[at - block] ^= std::byte{0x5a};
-    st = io.Write(*f, block, buf.get(), kIoAlign);
-  }
-  (void)io.Close(*f);
-  return st;
 }
 
 enum class Backing { kKernel, kMemory };
@@ -82,7 +62,7 @@ TierUnderTest MakeFile(const TierSpec& spec, CodecKind codec, Backing backing) {
   REQUIRE_MESSAGE(st.ok(), st.ToString());
   t.tier = std::move(tier);
   FileIo* raw = io.get();
-  t.corrupt = [raw, dir](const Location& loc) { return FlipByte(*raw, dir, loc); };
+  t.corrupt = [raw, dir](const Location& loc) { return testing::FlipByteAt(*raw, dir, loc.segment, loc.offset + loc.length / 2); };
   return t;
 }
 
