@@ -127,7 +127,10 @@ def reference(nb, chunk, seed, xp):
     return {"total": total, "col": col, "row": row, "max": mx}
 
 
-def run_workload(client, nb, chunk, seed, xp):
+def run_workload(client, nb, chunk, seed, xp, after_persist=None, at_end=None):
+    """The four timed phases; `after_persist` and `at_end` (untimed, e.g. the
+    multi-GPU bench's placement probes) run after the persist and after the
+    last phase, while the data is still held."""
     import dask
     from distributed import wait
 
@@ -137,6 +140,8 @@ def run_workload(client, nb, chunk, seed, xp):
     x = x.persist()
     wait(x)
     times["persist"] = time.perf_counter() - t
+    if after_persist is not None:
+        after_persist()
     t = time.perf_counter()
     total, col = dask.compute(x.sum(dtype=np.float64), x.sum(axis=0, dtype=np.float64))
     out["total"], out["col"] = float(total), xp.to_numpy(col)
@@ -148,6 +153,8 @@ def run_workload(client, nb, chunk, seed, xp):
     row, mx = dask.compute(x.sum(axis=1, dtype=np.float64), x.max())
     out["row"], out["max"] = xp.to_numpy(row), float(mx)
     times["re-read"] = time.perf_counter() - t
+    if at_end is not None:
+        at_end()
     client.cancel(x)
     del x
     return times, out

@@ -39,7 +39,6 @@ import tempfile
 import threading
 import time
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -171,9 +170,7 @@ def start_cluster(n_workers, args, config, workdir, gpus):
 
 
 def run(label, n_workers, n_gpus, nb, args, ref, workdir, g):
-    from distributed import Client, wait
-
-    import dask
+    from distributed import Client
 
     data = nb * nb * args.chunk * args.chunk * 4
     res = {"run": label, "workers": n_workers, "gpus": n_gpus, "data_bytes": data, "blocks": nb}
@@ -184,30 +181,14 @@ def run(label, n_workers, n_gpus, nb, args, ref, workdir, g):
         with start_cluster(n_workers, args, config, run_dir, list(range(n_gpus))) as cluster, \
                 Client(cluster) as client, GpuSampler(list(range(args.gpus_visible))) as sampler:
             client.wait_for_workers(n_workers)
-            times, out = {}, {}
+            probe = lambda name: res.__setitem__(name, list(client.run(probe_worker).values()))  # noqa: E731
             t0 = time.perf_counter()
-            x = g.build_array(nb, args.chunk, args.seed, xp)
-            t = time.perf_counter()
-            x = x.persist()
-            wait(x)
-            times["persist"] = time.perf_counter() - t
-            res["probe_after_persist"] = list(client.run(probe_worker).values())
-            t = time.perf_counter()
-            total, col = dask.compute(x.sum(dtype=np.float64), x.sum(axis=0, dtype=np.float64))
-            out["total"], out["col"] = float(total), xp.to_numpy(col)
-            times["reduce"] = time.perf_counter() - t
-            t = time.perf_counter()
-            out["tadd"] = xp.to_numpy((x + x.T).sum(axis=0, dtype=np.float64).compute())
-            times["transpose-add"] = time.perf_counter() - t
-            t = time.perf_counter()
-            row, mx = dask.compute(x.sum(axis=1, dtype=np.float64), x.max())
-            out["row"], out["max"] = xp.to_numpy(row), float(mx)
-            times["re-read"] = time.perf_counter() - t
-            res["total"] = sum(times.values())  # the probes are not timed
+            times, out = g.run_workload(client, nb, args.chunk, args.seed, xp,
+                                        after_persist=lambda: probe("probe_after_persist"),
+                                        at_end=lambda: probe("probe_at_end"))
             res["wall"] = time.perf_counter() - t0
-            res["probe_at_end"] = list(client.run(probe_worker).values())
+            res["total"] = sum(times.values())  # the probes are not timed
             res["times"] = times
-            client.cancel(x)
         res["peak_gpu_over_start"] = {d: max(0, sampler.peak[d] - sampler.base[d]) for d in sampler.peak}
         res["errors"] = g.check(out, ref)
         res["placement"] = judge(res["probe_after_persist"]) + judge(res["probe_at_end"])
