@@ -46,14 +46,6 @@ namespace py = pybind11;
 namespace spillway {
 namespace {
 
-bool Finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // ---- deferred reference drops ----------------------------------------------
 
 class Releaser {
@@ -131,7 +123,7 @@ class Releaser {
         cv_.wait(l, [&] { return stopped_ || !queue_.empty(); });
         if (stopped_) return;
       }
-      if (Finalizing()) return;
+      if (PythonFinalizing()) return;
       PyGILState_STATE g = PyGILState_Ensure();
       Drain();
       PyGILState_Release(g);

@@ -18,4 +18,16 @@ class Engine;
 void RegisterDeviceValues(pybind11::module_& m,
                           std::function<std::shared_ptr<Engine>(pybind11::handle)> engine_of);
 
+// True once the interpreter is shutting down: no Python object may be touched
+// from a thread that is not already holding the GIL. For both of the module's
+// files (references dropped by the releaser thread, engines dropped without
+// the GIL).
+inline bool PythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 }  // namespace spillway

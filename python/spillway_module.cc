@@ -241,14 +241,6 @@ Where WhereFrom(const std::string& s) {
 
 // ---- engine references ------------------------------------------------------
 
-bool Finalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
-
 // Drops a reference to an engine. The last one destroys the engine, which
 // waits for its mover, whose materializer may be waiting for the GIL
 // (PyExternal::Materialize): so never with the GIL held, wherever the
@@ -257,7 +249,7 @@ void DropEngine(std::shared_ptr<Engine>& e) {
   if (!e) return;
   // use_count() is exact here: every other holder that could drop its
   // reference concurrently is a Python thread, which needs the GIL we hold.
-  if (e.use_count() == 1 && PyGILState_Check() && !Finalizing()) {
+  if (e.use_count() == 1 && PyGILState_Check() && !PythonFinalizing()) {
     py::gil_scoped_release nogil;
     e.reset();
   } else {
