@@ -379,8 +379,9 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
         stored[m.dest] += st;
       }
       core_->LogMove(e->key(), raw_below, st, t, m.dest, ns / 1000, true);
-    } else if (m.ok && !m.clean) {
-      tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
+    } else if (m.ok) {
+      if (!m.clean) tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
+      ++result.raced;
     }
     // The source bytes go now, not when the batch is destroyed: a memory
     // tier's room returns with its blob's last reference.

@@ -51,6 +51,11 @@ class Demoter {
     uint64_t moved = 0;       // raw bytes committed below
     int blocked = -1;         // a tier below that must make room first
     uint64_t blocked_bytes = 0;
+    // Moves whose copy was written but not committed: the entry was erased,
+    // replaced or pinned while it was copied. Their tier may still be above
+    // its watermark with other objects to move, so a batch of only these is
+    // no sign that the boundary is stuck.
+    uint64_t raced = 0;
   };
   // Steps 2-4. `make_room` (may be null) reserves in a full tier below by
   // demoting out of it on this thread (engines without a background mover).

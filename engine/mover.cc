@@ -132,6 +132,7 @@ void Mover::RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batc
       if (!stopping) {  // at Stop the batch is aborted instead (its deleter)
         const Demoter::Result e = demoter_->Run(t, *ext, nullptr);
         all.moved += e.moved;
+        all.raced += e.raced;
         if (all.blocked < 0) {
           all.blocked = e.blocked;
           all.blocked_bytes = e.blocked_bytes;
@@ -155,7 +156,12 @@ void Mover::FinishBatch(int t, uint64_t picked, const Demoter::Result& r) {
     b.inflight_bytes -= picked;
     b.batches_done++;
     b.moved_bytes += r.moved;
-    b.stuck = r.moved == 0;
+    // Stuck: nothing could move. A batch whose every object was erased or
+    // replaced while it was copied (a Dask worker's keys churn) moved
+    // nothing too, but the next pick finds other objects: were it taken for
+    // stuck, a Flush waiting on it would return with the tier still above
+    // its high watermark and nothing moving.
+    b.stuck = r.moved == 0 && r.raced == 0;
     if (r.blocked >= 0) {
       Boundary& below = bounds_[r.blocked];
       below.requested_bytes += r.blocked_bytes;
