@@ -71,6 +71,7 @@ class EngineCore final : public Engine {
   bool Contains(std::string_view key) override;
   int TierOf(std::string_view key) override;
   Status Flush() override;
+  void SetProcessMemoryLimit(uint64_t bytes) override;
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
   const Config& config() const override { return config_; }
@@ -89,9 +90,15 @@ class EngineCore final : public Engine {
   void Unpin(Entry* e);
   void Unref(Entry* e);
   BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
-  // Bytes to demote from gpu tier t because free device memory is below its
-  // headroom (memory taken outside the engine). 0 for other tiers.
+  // Bytes to demote from tier t beyond its watermarks: device memory taken
+  // outside the engine (a gpu tier's headroom) or this process's resident
+  // memory above SetProcessMemoryLimit (a host tier). The mover asks every
+  // 100 ms and at WaitIdle.
+  uint64_t Pressure(int t) { return DevicePressure(t) + MemoryPressure(t); }
+  // The gpu tier's share of Pressure: free device memory below headroom.
   uint64_t DevicePressure(int t);
+  // The host tier's share (engine/engine_memory.cc).
+  uint64_t MemoryPressure(int t);
 
   static constexpr int kMaxTiers = 16;
 
@@ -201,6 +208,10 @@ class EngineCore final : public Engine {
   StripedCounter gets_;
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+  // SetProcessMemoryLimit, the excess last measured, and when the heap was
+  // last trimmed (steady_clock nanoseconds).
+  std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};
+  std::atomic<int64_t> last_heap_trim_ns_{0};
   // Entries holding a clean copy (Entry::clean_tier), and demotions that
   // went back to one instead of writing.
   std::atomic<uint64_t> clean_copies_{0}, clean_demotions_{0};

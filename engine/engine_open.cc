@@ -9,6 +9,7 @@
 
 #include "spillway/config_loader.h"
 #include "engine/engine_core.h"
+#include "base/process_memory.h"
 #include "base/scheduler.h"
 #include "engine/demoter.h"
 #include "engine/mover.h"
@@ -289,6 +290,9 @@ EngineStats EngineCore::Stats() {
     s.event_log_dropped = event_log_->dropped();
   }
   s.labels = metrics_labels_;
+  s.process_memory_limit = process_memory_limit_.load(std::memory_order_relaxed);
+  s.process_resident_bytes = ProcessResidentBytes();
+  s.process_memory_excess_bytes = s.process_memory_limit ? process_memory_excess_.load(std::memory_order_relaxed) : 0;
   if (auto* pool = dynamic_cast<PinnedHostAllocator*>(host_alloc_.get())) {
     const PinnedPoolStats ps = pool->stats();
     s.pinned_pool_bytes = ps.slab_bytes;

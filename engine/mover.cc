@@ -56,7 +56,7 @@ void Mover::Tick() {
     // Device memory taken outside the engine: asking the driver stays
     // outside the lock.
     std::vector<uint64_t> pressure(bounds_.size());
-    for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->DevicePressure(static_cast<int>(t));
+    for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
     l.lock();
     for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
       bounds_[t].pressure_bytes = pressure[t];
@@ -282,7 +282,7 @@ bool Mover::IdleLocked() {
 
 void Mover::WaitIdle() {
   std::vector<uint64_t> pressure(bounds_.size());
-  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->DevicePressure(static_cast<int>(t));
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
   if (scheduler_ == nullptr) {
     // Caller's thread: pass over the chain until a pass moves nothing.
     const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };

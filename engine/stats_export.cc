@@ -343,6 +343,9 @@ std::string StatsToJson(const EngineStats& s, int indent) {
   j["clean_demotions"] = s.clean_demotions;
   j["pinned_pool_bytes"] = s.pinned_pool_bytes;
   j["pinned_fallback_bytes"] = s.pinned_fallback_bytes;
+  j["process_memory_limit"] = s.process_memory_limit;
+  j["process_resident_bytes"] = s.process_resident_bytes;
+  j["process_memory_excess_bytes"] = s.process_memory_excess_bytes;
   return j.dump(indent);
 }
 
@@ -460,6 +463,14 @@ std::string StatsToPrometheus(const EngineStats& s) {
   w.Family("pinned_fallback_bytes_total", "counter",
            "Host allocations served from plain memory because the pinned pool had not grown enough yet.");
   w.Sample("pinned_fallback_bytes_total", "", {}, s.pinned_fallback_bytes);
+  w.Family("process_memory_limit_bytes", "gauge",
+           "Resident memory above which the host tiers demote (Engine::SetProcessMemoryLimit; 0: off).");
+  w.Sample("process_memory_limit_bytes", "", {}, s.process_memory_limit);
+  w.Family("process_resident_bytes", "gauge", "This process's resident memory when the metrics were taken.");
+  w.Sample("process_resident_bytes", "", {}, s.process_resident_bytes);
+  w.Family("process_memory_excess_bytes", "gauge",
+           "How far above the process memory limit the mover last found the resident memory (0 when below).");
+  w.Sample("process_memory_excess_bytes", "", {}, s.process_memory_excess_bytes);
   return w.Take();
 }
 

@@ -820,6 +820,12 @@ Engine(config, profile=None, background_mover=True)
           },
           "Waits for background moves and syncs persistent tiers.")
       .def("stats", &StatsDict, "Per-tier and per-boundary counters as a dict (engine/stats.h).")
+      .def(
+          "set_process_memory_limit",
+          [](PyEngine& self, uint64_t bytes) { self.engine()->SetProcessMemoryLimit(bytes); },
+          py::arg("bytes"),
+          "The host tiers demote while this process's resident memory is above `bytes` (0: off; "
+          "Engine::SetProcessMemoryLimit). SpillwayStore sets it from a Dask worker's memory limit.")
       .def("check_devices", &CheckDevicesDict,
            "Every gpu-tier object on its tier's device, by UUID (Engine::CheckDevices): "
            "{'tiers': [{'tier', 'device', 'uuid', 'pci_bus_id', 'objects', 'misplaced'}], 'first_problem', 'ok'}.")

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/process_memory.h"
 #include "tools/pattern.h"
 
 namespace spillway::cli::bench {
@@ -116,12 +117,7 @@ bool HaveProgram(const std::string& program) {
   return rc == 0;
 }
 
-uint64_t RssBytes() {
-  std::ifstream f("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  f >> size >> resident;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
+uint64_t RssBytes() { return ProcessResidentBytes(); }
 
 std::string LoadAverage() {
   std::ifstream f("/proc/loadavg");

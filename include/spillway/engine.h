@@ -196,6 +196,16 @@ class Engine {
   // checked where they were. NotSupported in an engine without a gpu tier.
   // (engine/engine_devices.cc)
   virtual StatusOr<DeviceCheck> CheckDevices() = 0;
+  // The host tiers demote while this process's resident memory is above
+  // `bytes`: as much as the excess, as far as their contents go, to a tier
+  // below that stores bytes; 0 (the default) turns it off. Memory the process
+  // holds outside the engine then shrinks what the host tier keeps, as Dask's
+  // memory manager spills by process memory: a Dask worker's store sets it
+  // from the worker's memory limit (python/spillway/dask_preload.py).
+  // Measured every 100 ms by the background mover and at each Flush; while
+  // above it, freed heap memory is handed back to the kernel (malloc_trim)
+  // at most once a second. (engine/engine_memory.cc)
+  virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
 };

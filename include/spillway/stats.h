@@ -74,6 +74,12 @@ struct EngineStats {
   // The page-locked host pool (pinned host tiers with CUDA present; 0 without).
   uint64_t pinned_pool_bytes = 0;      // page-locked now
   uint64_t pinned_fallback_bytes = 0;  // allocated from plain memory because the pool had no room yet (total)
+  // Engine::SetProcessMemoryLimit (0: off), this process's resident memory
+  // when the stats were taken, and how far above the limit the mover last
+  // found it (0 when below).
+  uint64_t process_memory_limit = 0;
+  uint64_t process_resident_bytes = 0;
+  uint64_t process_memory_excess_bytes = 0;
   // metrics.labels as resolved at Open: added to every Prometheus series.
   std::vector<std::pair<std::string, std::string>> labels;
 };

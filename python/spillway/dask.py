@@ -228,6 +228,12 @@ class SpillwayStore(MutableMapping):
         engine and the weak cache serves it while the task holds it
         (reading a spilled data set once costs one deserialization per key,
         no writes).
+    process_memory_limit: bytes of resident memory above which the host
+        tiers demote, whatever their watermarks (Engine.set_process_memory_limit):
+        memory the worker holds outside the store (task intermediates, Dask's
+        own buffers) then shrinks what the store keeps in memory, as Dask's
+        memory manager spills by process memory. None: off, unless
+        spillway.dask_preload sets it from the worker's memory limit.
     """
 
     def __init__(
@@ -245,6 +251,7 @@ class SpillwayStore(MutableMapping):
         adopt=True,
         lazy=None,
         relive=False,
+        process_memory_limit=None,
     ):
         self._tmpdir = None
         self._closed = False
@@ -291,6 +298,9 @@ class SpillwayStore(MutableMapping):
         self.lazy = bool(lazy) and hasattr(self.engine, "put_external")
         self._materializer = _Materializer(self.serializers)
         self.relive = bool(relive)
+        self.process_memory_limit = 0
+        if process_memory_limit:
+            self.set_process_memory_limit(process_memory_limit)
         self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
         self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
@@ -725,6 +735,17 @@ class SpillwayStore(MutableMapping):
             out.add(k)
             budget -= e.nbytes
         return out
+
+    def set_process_memory_limit(self, nbytes):
+        """The host tiers demote while this process's resident memory is above `nbytes` (0: off)."""
+        nbytes = int(nbytes or 0)
+        if nbytes < 0:
+            raise ValueError(f"process_memory_limit must be positive, got {nbytes}")
+        setter = getattr(self.engine, "set_process_memory_limit", None)
+        if setter is None:
+            raise RuntimeError("this spillway module has no Engine.set_process_memory_limit (rebuild it)")
+        setter(nbytes)
+        self.process_memory_limit = nbytes
 
     # ---- statistics -------------------------------------------------------
     def stats(self):

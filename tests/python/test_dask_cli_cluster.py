@@ -154,7 +154,9 @@ def worker_info(client):
         store = dask_worker.data
         return {"name": dask_worker.name, "pid": os.getpid(), "store": type(store).__name__,
                 "profile": store.engine.profile, "tiers": store.engine.tiers, "scratch": store.scratch_dirs,
-                "http": dask_worker.http_server.port, "local": dask_worker.local_directory}
+                "http": dask_worker.http_server.port, "local": dask_worker.local_directory,
+                "process_memory_limit": store.process_memory_limit,
+                "target": dask_worker.memory_manager.memory_target_fraction}
 
     return {v["name"]: v for v in client.run(info).values()}
 
@@ -169,6 +171,8 @@ def test_cli_cluster(cluster):
         host_tier = next(t for t in i["tiers"] if t["kind"] == "host")
         assert host_tier["capacity_bytes"] == dask.utils.parse_bytes(host), i["tiers"]
         assert i["scratch"] and all(p.startswith(scratch + os.sep) for p in i["scratch"]), i
+        # The host tier yields to the worker's other memory above Dask's target fraction.
+        assert i["process_memory_limit"] == int(dask.utils.parse_bytes(MEMORY_LIMIT) * i["target"]), i
     assert len({tuple(i["scratch"]) for i in info.values()}) == len(WORKERS)
 
     # The engine's metrics on Dask's own Prometheus endpoint, labelled by worker.

@@ -1,0 +1,80 @@
+// Engine::SetProcessMemoryLimit: a host tier that yields to the process's
+// resident memory (engine/engine_memory.cc), with the background mover.
+#include <doctest/doctest.h>
+
+#include "base/process_memory.h"
+#include "engine_test_util.h"
+
+using namespace spillway;
+using namespace spillway::testing;
+
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+uint64_t HostUsed(Engine& e) { return e.Stats().tiers[0].used_bytes; }
+
+}  // namespace
+
+TEST_CASE("base: the process's resident memory grows with memory it touches") {
+  const uint64_t before = ProcessResidentBytes();
+  REQUIRE(before > 0);
+  std::vector<std::byte> block(64 * kMiB, std::byte{1});  // value-initialized: every page touched
+  const uint64_t after = ProcessResidentBytes();
+  CHECK(after >= before + 48 * kMiB);
+  CHECK(block[block.size() / 2] == std::byte{1});
+}
+
+TEST_CASE("a process memory limit demotes from the host tier below its watermarks, and 0 turns it off") {
+  TempDir dir("procmem");
+  auto opened = Engine::Open(HostFileChain(dir.path(), 512 * kMiB, 1024 * kMiB));
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  Engine& e = **opened;
+  const uint64_t base = ProcessResidentBytes();
+  for (int i = 0; i < 64; ++i) REQUIRE(e.Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
+  REQUIRE(e.Flush().ok());
+  // 64 MiB of 512: far below the high watermark, so nothing moved.
+  CHECK(HostUsed(e) == 64 * kMiB);
+  CHECK(e.Stats().tiers[0].demotions_out == 0);
+  CHECK(e.Stats().process_memory_limit == 0);
+
+  // A limit 16 MiB above where the process started: the tier gives up (at
+  // least) the excess, about 48 MiB, whatever its watermarks say.
+  e.SetProcessMemoryLimit(base + 16 * kMiB);
+  REQUIRE(e.Flush().ok());  // Flush asks the mover to act on the pressure, and waits for it
+  const auto s = e.Stats();
+  CHECK(s.process_memory_limit == base + 16 * kMiB);
+  CHECK(s.process_resident_bytes > 0);
+  CHECK(s.tiers[0].demotions_out >= 40);
+  CHECK(HostUsed(e) <= 24 * kMiB);
+  for (int i = 0; i < 64; ++i) {
+    auto h = e.Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(kMiB, i)));
+  }
+
+  // Off again: new objects stay in memory.
+  e.SetProcessMemoryLimit(0);
+  REQUIRE(e.Flush().ok());
+  const uint64_t demoted = e.Stats().tiers[0].demotions_out;
+  for (int i = 0; i < 32; ++i) REQUIRE(e.Put("n" + std::to_string(i), Bytes(kMiB, 100 + i)).ok());
+  REQUIRE(e.Flush().ok());
+  CHECK(e.Stats().tiers[0].demotions_out == demoted);
+  CHECK(e.Stats().process_memory_excess_bytes == 0);
+}
+
+TEST_CASE("a process memory limit leaves a host tier over another memory tier alone") {
+  Config c;
+  c.source = "<test>";
+  c.tiers.push_back(HostTierConfig("a", 256 * kMiB));
+  c.tiers.push_back(HostTierConfig("b", 256 * kMiB));
+  auto opened = Engine::Open(c);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  Engine& e = **opened;
+  for (int i = 0; i < 16; ++i) REQUIRE(e.Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
+  e.SetProcessMemoryLimit(1);  // far below any resident set
+  REQUIRE(e.Flush().ok());
+  // Moving bytes from one memory tier to another frees nothing.
+  CHECK(e.Stats().tiers[0].demotions_out == 0);
+  CHECK(HostUsed(e) == 16 * kMiB);
+}

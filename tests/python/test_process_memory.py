@@ -1,0 +1,88 @@
+"""The host tier yields to the process's resident memory (Engine.set_process_memory_limit):
+what SpillwayStore's process_memory_limit and spillway.dask_preload use so that memory a Dask
+worker holds outside the store shrinks what the store keeps in memory."""
+import types
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="python3-distributed is not installed")
+
+from spillway import dask_preload  # noqa: E402
+from spillway.dask import SpillwayStore  # noqa: E402
+
+from conftest import MiB, chain  # noqa: E402
+
+
+def resident_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def host_tier(store):
+    return next(t for t in store.stats()["engine"]["tiers"] if t["kind"] == "host")
+
+
+def test_a_limit_demotes_below_the_watermarks_and_zero_turns_it_off(tmp_path):
+    with SpillwayStore(chain(tmp_path / "t", host="512MiB", file="1GiB"), log_interval=0) as s:
+        base = resident_bytes()
+        for i in range(32):
+            s[f"x{i}"] = np.full(MiB // 8 * 2, i, dtype=np.float64)  # 2 MiB each, adopted: no copy
+        s.engine.flush()
+        assert host_tier(s)["used_bytes"] >= 60 * MiB
+        assert s.stats()["summary"]["demotions"] == 0  # 64 MiB of 512: below the high watermark
+        assert s.stats()["engine"]["process_memory_limit"] == 0
+
+        s.set_process_memory_limit(base + 16 * MiB)
+        s.engine.flush()  # the mover acts on the excess; flush waits for it
+        st = s.stats()
+        assert st["engine"]["process_memory_limit"] == base + 16 * MiB
+        assert st["engine"]["process_resident_bytes"] > 0
+        assert st["summary"]["demotions"] >= 20
+        assert host_tier(s)["used_bytes"] <= 24 * MiB
+        for i in range(32):
+            assert (s[f"x{i}"] == i).all()
+
+        s.set_process_memory_limit(0)
+        s.engine.flush()
+        before = s.stats()["summary"]["demotions"]
+        for i in range(8):
+            s[f"y{i}"] = np.full(MiB // 8, i, dtype=np.float64)
+        s.engine.flush()
+        assert s.stats()["summary"]["demotions"] == before
+        with pytest.raises(ValueError, match="must be positive"):
+            s.set_process_memory_limit(-1)
+
+
+def test_the_store_takes_a_limit_at_construction(tmp_path):
+    with SpillwayStore(chain(tmp_path / "t"), log_interval=0, process_memory_limit=3 << 30) as s:
+        assert s.process_memory_limit == 3 << 30
+        assert s.stats()["engine"]["process_memory_limit"] == 3 << 30
+
+
+def fake_worker(local_directory, limit, target, spill):
+    mm = types.SimpleNamespace(data={}, memory_limit=limit, memory_pause_fraction=0.8,
+                               memory_target_fraction=target, memory_spill_fraction=spill)
+    return types.SimpleNamespace(name="w-0", local_directory=str(local_directory), memory_manager=mm,
+                                 state=types.SimpleNamespace(data=None))
+
+
+@pytest.mark.parametrize("limit, target, spill, want", [
+    (1 << 30, 0.6, 0.7, int((1 << 30) * 0.6)),   # Dask's defaults: its target fraction
+    (1 << 30, False, 0.7, int((1 << 30) * 0.7)),  # target off: the spill fraction
+    (1 << 30, False, False, 0),                   # neither: no limit, as Dask would not spill
+    (0, 0.6, 0.7, 0),                             # no memory limit
+])
+def test_the_preload_sets_the_limit_from_the_workers_thresholds(tmp_path, monkeypatch, limit, target, spill, want):
+    monkeypatch.delenv("SPILLWAY_WORKER_INDEX", raising=False)
+    cfg = tmp_path / "node.yaml"
+    cfg.write_text("version: 1\ntiers:\n  - {name: host, kind: host, capacity: 64MiB}\n"
+                   "  - {name: scratch, kind: file, capacity: 256MiB, path: '${SPILLWAY_WORKER_DIR}'}\n")
+    worker = fake_worker(tmp_path / "worker", limit, target, spill)
+    store = dask_preload.install(worker, config=str(cfg), log_interval=0)
+    try:
+        assert store.process_memory_limit == want
+        assert store.stats()["engine"]["process_memory_limit"] == want
+    finally:
+        dask_preload.dask_teardown(worker)
+        store.close()
