@@ -5,7 +5,7 @@
 #      -O1 -g1 to keep CI short (without the benchmark smoke test, the Python
 #      tests, which load an unsanitized interpreter, and the install test,
 #      whose outside project does not link the sanitizer runtimes)
-#   3. the concurrency tests under ThreadSanitizer
+#   3. the concurrency tests under ThreadSanitizer (built -O1 -g1 too)
 #   4. each libFuzzer target for $SPILLWAY_FUZZ_SECONDS (default 30) seconds
 # Set SPILLWAY_QUICK=1 to run only stage 1.
 set -euo pipefail
@@ -31,7 +31,8 @@ stage_done "stage 2"
 
 echo "== stage 3: concurrency tests under ThreadSanitizer"
 SPILLWAY_TARGETS="spillway_cli spillway_test_engine spillway_test_tiers spillway_test_codecs spillway_test_base" \
-  bash scripts/build.sh build-tsan -DSPILLWAY_SANITIZE=thread -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
+  bash scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DSPILLWAY_SANITIZE=thread -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 ctest --test-dir build-tsan --output-on-failure -R "^(engine|tiers|codecs|base)/.*(concurren|thread|[Pp]arallel|ThreadPool|TaskGroup)" --timeout 900
 # the stress tool under TSan: 4 threads racing on a spilling chain
