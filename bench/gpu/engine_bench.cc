@@ -87,47 +87,55 @@ Status PinnedReference(uint64_t bytes, std::span<const uint64_t> chunks, int rep
   return st;
 }
 
-// The project's FileIo at the file tier's settings: O_DIRECT, 1 MiB writes,
-// queue depth 32, each rep into a fresh file preallocated before the clock
-// starts (as fio lays out its file, and as the file tier preallocates its
-// segments: fresh blocks, whose unwritten extents the filesystem converts as
-// they are written). The engine always writes fresh segment space; rewriting
-// blocks already written is faster on ext4 (no extent conversion) and was
-// this reference until 2026-12-01, so that figure is measured too and
-// printed beside it (`overwrite`), not used for the ratio.
+// The disk's limit through the project's FileIo at the file tier's request
+// size: O_DIRECT 1 MiB writes at queue depth 32 and at 64 (a large object is
+// written in pieces with up to 64 requests in flight, file_tier.cc), each
+// rep into a fresh file preallocated before the clock starts (as fio lays
+// out its file, and as the file tier preallocates its segments: fresh
+// blocks, whose unwritten extents the filesystem converts as they are
+// written); the reference is the faster depth's median. The engine always
+// writes fresh segment space; rewriting blocks already written is faster on
+// ext4 (no extent conversion) and was this reference until 2026-12-01, so
+// that figure (at depth 32) is printed beside it, not used for the ratio.
 Status DiskReference(const std::string& dir, uint64_t bytes, int reps, double* gbps, double* overwrite_gbps,
                      std::string* what) {
   auto io = MakeFileIo(IoEngine::kAuto);
   auto* buf = static_cast<std::byte*>(std::aligned_alloc(kIoAlign, bytes));
   if (!buf) return Status::NoSpace("disk reference buffer");
   std::memset(buf, 7, bytes);
-  std::vector<double> fresh, over;
+  std::vector<double> fresh32, fresh64, over;
   Status st;
   bool direct = true;
   for (int r = 0; r < reps && st.ok(); ++r) {
-    const std::string path = dir + "/disk-ref-" + std::to_string(r) + ".bin";
-    auto fh = io->Open(path, OpenOptions{true, false, true, true});
-    if (!fh.ok()) {
-      st = fh.status().WithContext("opening " + path);
-      break;
+    for (uint32_t depth : {32u, 64u}) {
+      const std::string path = dir + "/disk-ref-" + std::to_string(r) + "-" + std::to_string(depth) + ".bin";
+      auto fh = io->Open(path, OpenOptions{true, false, true, true});
+      if (!fh.ok()) {
+        st = fh.status().WithContext("opening " + path);
+        break;
+      }
+      direct = direct && fh->direct;
+      st = io->Allocate(*fh, 0, bytes);
+      if (st.code() == StatusCode::kNotSupported) st = Status::OK();  // extending writes then
+      const int passes = depth == 32 ? 2 : 1;  // 0: fresh blocks, 1: the same blocks again
+      for (int pass = 0; pass < passes && st.ok(); ++pass) {
+        std::vector<IoRequest> reqs = SequentialWrites(*fh, buf, bytes, kMiB);
+        auto t = Clock::now();
+        st = io->SubmitAndWait(reqs, depth);
+        (pass == 1 ? over : depth == 32 ? fresh32 : fresh64).push_back(Gbps(bytes, Since(t)));
+      }
+      (void)io->Close(*fh);
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      if (!st.ok()) break;
     }
-    direct = direct && fh->direct;
-    st = io->Allocate(*fh, 0, bytes);
-    if (st.code() == StatusCode::kNotSupported) st = Status::OK();  // extending writes then
-    for (int pass = 0; pass < 2 && st.ok(); ++pass) {  // 0: fresh blocks, 1: the same blocks again
-      std::vector<IoRequest> reqs = SequentialWrites(*fh, buf, bytes, kMiB);
-      auto t = Clock::now();
-      st = io->SubmitAndWait(reqs, 32);
-      (pass == 0 ? fresh : over).push_back(Gbps(bytes, Since(t)));
-    }
-    (void)io->Close(*fh);
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
   }
   std::free(buf);
+  const double q32 = Median(fresh32), q64 = Median(fresh64);
   *what = std::string(io->name()) + (direct ? ", O_DIRECT" : ", buffered (O_DIRECT refused)") +
-          ", 1 MiB writes, queue depth 32, into a fresh preallocated file";
-  *gbps = Median(fresh);
+          ", 1 MiB writes into a fresh preallocated file, queue depth 32: " + F(q32) + " GB/s, 64: " + F(q64) +
+          " GB/s; the faster";
+  *gbps = std::max(q32, q64);
   *overwrite_gbps = Median(over);
   return st;
 }
@@ -292,7 +300,7 @@ Status RunEngineBench(const EngineBenchArgs& a, const std::function<void(const s
        "median of " + std::to_string(a.reps) + " rounds after one warm-up round (and a sleep of 0.7 s per GiB of "
        "host tier after Open, for the engine's background pinning). References measured in this run: "
        "pinned cudaMemcpyAsync in the same object-size chunks; disk: the project's FileIo (" + disk_what +
-       ") at the file tier's settings, " + F(disk) + " GB/s (the same blocks written again: " + F(disk_overwrite) +
+       "), " + F(disk) + " GB/s (the same blocks written again at depth 32: " + F(disk_overwrite) +
        " GB/s, not the reference: the engine writes fresh segment space).");
   line("");
   std::vector<std::string> diags;

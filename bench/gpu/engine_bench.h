@@ -24,7 +24,7 @@ struct EngineBenchArgs {
 // against pinned cudaMemcpyAsync D2H / H2D in the same object-size chunks,
 // measured in the same run; then a gpu -> pinned host -> file chain against
 // min(pinned D2H, disk), the disk measured with the project's FileIo at the
-// file tier's settings (O_DIRECT, 1 MiB requests, queue depth 32).
+// file tier's request size (O_DIRECT, 1 MiB requests, fresh preallocated file, the faster of queue depths 32 and 64).
 // The disk reference's requests: `bytes` of `buf` written to `file` from
 // offset 0 in `block`-sized writes (used by both GPU benchmarks).
 std::vector<IoRequest> SequentialWrites(const FileHandle& file, std::byte* buf, uint64_t bytes, uint64_t block);
