@@ -438,39 +438,42 @@ std::string StatsToPrometheus(const EngineStats& s) {
     w.Sample("move_duration_seconds", "_count", labels, cum);
   }
 
-  w.Family("objects", "gauge", "Objects stored in the engine (all tiers).");
-  w.Sample("objects", "", {}, s.objects);
+  // A family of one unlabelled sample.
+  const auto single = [&w](const char* name, const char* type, const char* help, uint64_t value) {
+    w.Family(name, type, help);
+    w.Sample(name, "", {}, value);
+  };
+  single("objects", "gauge", "Objects stored in the engine (all tiers).", s.objects);
   w.Family("requests_total", "counter", "Engine calls by operation.");
   w.Sample("requests_total", "", {{"op", "put"}}, s.puts);
   w.Sample("requests_total", "", {{"op", "get"}}, s.gets);
   w.Sample("requests_total", "", {{"op", "erase"}}, s.erases);
-  w.Family("get_misses_total", "counter", "Gets of absent keys.");
-  w.Sample("get_misses_total", "", {}, s.misses);
-  w.Family("sync_demotions_total", "counter",
-           "Demotions run on a caller's thread because the background mover had not made room (backpressure).");
-  w.Sample("sync_demotions_total", "", {}, s.sync_demotions);
-  w.Family("event_log_lines_total", "counter", "Spill event log lines written (metrics.event_log).");
-  w.Sample("event_log_lines_total", "", {}, s.event_log_lines);
-  w.Family("event_log_dropped_lines_total", "counter",
-           "Spill event log lines dropped by the rate limit or lost to write errors.");
-  w.Sample("event_log_dropped_lines_total", "", {}, s.event_log_dropped);
-  w.Family("clean_copies", "gauge", "Promoted objects whose scratch-file record is kept, so demoting them again writes nothing.");
-  w.Sample("clean_copies", "", {}, s.clean_copies);
-  w.Family("clean_demotions_total", "counter", "Demotions that went back to an object's clean copy instead of writing.");
-  w.Sample("clean_demotions_total", "", {}, s.clean_demotions);
-  w.Family("pinned_pool_bytes", "gauge", "Page-locked host memory held by the pinned pool (pinned host tiers).");
-  w.Sample("pinned_pool_bytes", "", {}, s.pinned_pool_bytes);
-  w.Family("pinned_fallback_bytes_total", "counter",
-           "Host allocations served from plain memory because the pinned pool had not grown enough yet.");
-  w.Sample("pinned_fallback_bytes_total", "", {}, s.pinned_fallback_bytes);
-  w.Family("process_memory_limit_bytes", "gauge",
-           "Resident memory above which the host tiers demote (Engine::SetProcessMemoryLimit; 0: off).");
-  w.Sample("process_memory_limit_bytes", "", {}, s.process_memory_limit);
-  w.Family("process_resident_bytes", "gauge", "This process's resident memory when the metrics were taken.");
-  w.Sample("process_resident_bytes", "", {}, s.process_resident_bytes);
-  w.Family("process_memory_excess_bytes", "gauge",
-           "How far above the process memory limit the mover last found the resident memory (0 when below).");
-  w.Sample("process_memory_excess_bytes", "", {}, s.process_memory_excess_bytes);
+  single("get_misses_total", "counter", "Gets of absent keys.", s.misses);
+  single("sync_demotions_total", "counter",
+         "Demotions run on a caller's thread because the background mover had not made room (backpressure).",
+         s.sync_demotions);
+  single("event_log_lines_total", "counter", "Spill event log lines written (metrics.event_log).",
+         s.event_log_lines);
+  single("event_log_dropped_lines_total", "counter",
+         "Spill event log lines dropped by the rate limit or lost to write errors.", s.event_log_dropped);
+  single("clean_copies", "gauge",
+         "Promoted objects whose scratch-file record is kept, so demoting them again writes nothing.",
+         s.clean_copies);
+  single("clean_demotions_total", "counter",
+         "Demotions that went back to an object's clean copy instead of writing.", s.clean_demotions);
+  single("pinned_pool_bytes", "gauge", "Page-locked host memory held by the pinned pool (pinned host tiers).",
+         s.pinned_pool_bytes);
+  single("pinned_fallback_bytes_total", "counter",
+         "Host allocations served from plain memory because the pinned pool had not grown enough yet.",
+         s.pinned_fallback_bytes);
+  single("process_memory_limit_bytes", "gauge",
+         "Resident memory above which the host tiers demote (Engine::SetProcessMemoryLimit; 0: off).",
+         s.process_memory_limit);
+  single("process_resident_bytes", "gauge", "This process's resident memory when the metrics were taken.",
+         s.process_resident_bytes);
+  single("process_memory_excess_bytes", "gauge",
+         "How far above the process memory limit the mover last found the resident memory (0 when below).",
+         s.process_memory_excess_bytes);
   return w.Take();
 }
 
