@@ -11,12 +11,29 @@
 
 namespace spillway::internal {
 
+bool EngineCore::AdoptIntoHostTier(std::string_view key, const BlobPtr& blob, uint64_t bytes) {
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    Tier& tier = *tiers_[t];
+    if (tier.kind() != TierKind::kHost || bytes > tier.capacity_bytes()) continue;
+    if (!mover_->MakeRoom(static_cast<int>(t), bytes)) continue;
+    auto loc = tier.Adopt(blob, bytes);
+    if (!loc.ok()) {
+      tier.Unreserve(bytes);
+      continue;
+    }
+    puts_.fetch_add(1, std::memory_order_relaxed);
+    Insert(key, bytes, static_cast<int>(t), std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
+    if (tier.AboveHigh() && mover_) mover_->Wake();
+    return true;
+  }
+  return false;
+}
+
 Status EngineCore::PutHostAllocation(std::string_view key, const std::byte* data, std::vector<uint64_t> buffer_sizes,
                                      std::function<void(const std::byte*)> release) {
-  if (key.size() > kMaxKeyLen) {
+  if (Status st = CheckKey(key); !st.ok()) {
     if (release) release(data);
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
-                                   std::to_string(kMaxKeyLen));
+    return st;
   }
   if (buffer_sizes.size() > kMaxBuffers) {
     if (release) release(data);
@@ -31,20 +48,7 @@ Status EngineCore::PutHostAllocation(std::string_view key, const std::byte* data
   // Blob also owns memory the engine fills.
   BlobPtr blob = std::make_shared<Blob>(const_cast<std::byte*>(data), size, std::move(buffer_sizes),
                                         MemoryKind::kHost, std::move(deleter));
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    Tier& tier = *tiers_[t];
-    if (tier.kind() != TierKind::kHost || size > tier.capacity_bytes()) continue;
-    if (!mover_->MakeRoom(static_cast<int>(t), size)) continue;
-    auto loc = tier.Adopt(blob, size);
-    if (!loc.ok()) {
-      tier.Unreserve(size);
-      continue;
-    }
-    puts_.fetch_add(1, std::memory_order_relaxed);
-    Insert(key, size, static_cast<int>(t), std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
-    if (tier.AboveHigh() && mover_) mover_->Wake();
-    return Status::OK();
-  }
+  if (AdoptIntoHostTier(key, blob, size)) return Status::OK();
   // No host tier has room: store a copy down the chain (Put counts the put);
   // `release` runs when `blob` goes away at the end of this call.
   std::vector<std::span<const std::byte>> spans;

@@ -150,13 +150,16 @@ void EngineCore::Insert(std::string_view key, uint64_t raw_size, int tier, Locat
   }
 }
 
+Status EngineCore::CheckKey(std::string_view key) {
+  if (key.size() <= kMaxKeyLen) return Status::OK();
+  return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
+                                 std::to_string(kMaxKeyLen));
+}
+
 Status EngineCore::Put(std::string_view key, std::span<const std::span<const std::byte>> buffers,
                        const PutOptions& options) {
   puts_.fetch_add(1, std::memory_order_relaxed);
-  if (key.size() > kMaxKeyLen) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
-                                   std::to_string(kMaxKeyLen));
-  }
+  SPILLWAY_RETURN_IF_ERROR(CheckKey(key));
   if (buffers.size() > kMaxBuffers) return Status::InvalidArgument("too many buffers in one object");
   const MemoryKind kind = ClassifyBuffers(buffers, options.memory);
   // The version's number, in its record on every tier it reaches.

@@ -141,6 +141,12 @@ class EngineCore final : public Engine {
   // later): then the new object is the one dropped. The entry that leaves is
   // retired (its persistent record flagged erased at the next Flush).
   void Insert(std::string_view key, uint64_t raw_size, int tier, Location loc, uint64_t sequence);
+  // InvalidArgument for a key longer than kMaxKeyLen (every Put* checks it).
+  static Status CheckKey(std::string_view key);
+  // Adopts `blob` (`bytes` accounted) into the first host tier that has, or
+  // can make, room, and indexes it under `key`: PutHostAllocation and
+  // PutExternal. False when no host tier takes it (`blob` is untouched).
+  bool AdoptIntoHostTier(std::string_view key, const BlobPtr& blob, uint64_t bytes);
   bool persistent_file(int t) const { return t >= 0 && !tiers_[t]->is_memory() && config_.tiers[t].persistent; }
   // What a returned Flush promises, in three steps: every record written so
   // far durable (sync every file tier); then the erase marks and reclaims

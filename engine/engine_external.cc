@@ -15,10 +15,7 @@ namespace spillway::internal {
 
 Status EngineCore::PutExternal(std::string_view key, uint64_t accounted_bytes,
                                std::shared_ptr<ExternalObject> object) {
-  if (key.size() > kMaxKeyLen) {
-    return Status::InvalidArgument("key of " + std::to_string(key.size()) + " bytes exceeds the limit of " +
-                                   std::to_string(kMaxKeyLen));
-  }
+  SPILLWAY_RETURN_IF_ERROR(CheckKey(key));
   if (!object) return Status::InvalidArgument("PutExternal of a null object");
   auto slot = std::make_shared<ExternalSlot>();
   slot->object = std::move(object);
@@ -26,21 +23,7 @@ Status EngineCore::PutExternal(std::string_view key, uint64_t accounted_bytes,
   // its size is what the tier accounts.
   BlobPtr blob = std::make_shared<Blob>(nullptr, accounted_bytes, std::vector<uint64_t>{}, MemoryKind::kHost);
   blob->SetAttachment(std::move(slot));
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    Tier& tier = *tiers_[t];
-    if (tier.kind() != TierKind::kHost || accounted_bytes > tier.capacity_bytes()) continue;
-    if (!mover_->MakeRoom(static_cast<int>(t), accounted_bytes)) continue;
-    auto loc = tier.Adopt(blob, accounted_bytes);
-    if (!loc.ok()) {
-      tier.Unreserve(accounted_bytes);
-      continue;
-    }
-    puts_.fetch_add(1, std::memory_order_relaxed);
-    Insert(key, accounted_bytes, static_cast<int>(t), std::move(*loc),
-           next_sequence_.fetch_add(1, std::memory_order_relaxed));
-    if (tier.AboveHigh() && mover_) mover_->Wake();
-    return Status::OK();
-  }
+  if (AdoptIntoHostTier(key, blob, accounted_bytes)) return Status::OK();
   // The object is released with `blob` on this thread (its destructor must
   // not block: external.h).
   return Status::NoSpace("no host tier has room for an external object of " + std::to_string(accounted_bytes) +
