@@ -13,7 +13,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/process_memory.h"
 #include "tools/pattern.h"
 
 namespace spillway::cli::bench {
@@ -116,8 +115,6 @@ bool HaveProgram(const std::string& program) {
   RunCapture("command -v " + ShellQuote(program) + " >/dev/null", &rc);
   return rc == 0;
 }
-
-uint64_t RssBytes() { return ProcessResidentBytes(); }
 
 std::string LoadAverage() {
   std::ifstream f("/proc/loadavg");

@@ -110,8 +110,6 @@ std::string ShellQuote(const std::string& s);
 // True when `program` is on PATH (or is an executable path).
 bool HaveProgram(const std::string& program);
 
-// Resident set size of this process in bytes (/proc/self/statm).
-uint64_t RssBytes();
 // /proc/loadavg's first three fields ("12.41 12.05 11.87"): how busy the
 // machine was, which the report states next to every absolute figure.
 std::string LoadAverage();

@@ -22,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/process_memory.h"
 #include "spillway/engine.h"
 #include "tools/bench_common.h"
 
@@ -186,7 +187,7 @@ int RunMemoryProbe(const std::string& spec) {
   std::byte value[kMemValueBytes] = {};
   (void)e.Put("warm", value);
   (void)e.Erase("warm");
-  const uint64_t rss0 = RssBytes();
+  const uint64_t rss0 = ProcessResidentBytes();
   uint64_t rss1 = 0;
   char key[kMemKeyBytes + 1];
   for (unsigned long long i = 0; i < n2; ++i) {
@@ -197,9 +198,9 @@ int RunMemoryProbe(const std::string& spec) {
       std::fprintf(stderr, "put %llu: %s\n", i, st.ToString().c_str());
       return 1;
     }
-    if (i + 1 == n1) rss1 = RssBytes();
+    if (i + 1 == n1) rss1 = ProcessResidentBytes();
   }
-  const uint64_t rss2 = RssBytes();
+  const uint64_t rss2 = ProcessResidentBytes();
   std::printf("{\"n1\":%llu,\"n2\":%llu,\"rss0\":%llu,\"rss1\":%llu,\"rss2\":%llu,\"key_bytes\":%zu,\"value_bytes\":%llu}\n",
               n1, n2, (unsigned long long)rss0, (unsigned long long)rss1, (unsigned long long)rss2, kMemKeyBytes,
               (unsigned long long)kMemValueBytes);
