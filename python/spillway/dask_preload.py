@@ -94,18 +94,18 @@ def install(worker, worker_index=None, **store_kwargs):
         close()
     collector = _register_metrics(store, worker.name)
     setattr(worker, _STATE, (store, collector))
-    limit = worker.memory_manager.memory_limit
+    mm = worker.memory_manager
+    limit = mm.memory_limit
     host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")
     # The host tier yields to the worker's other memory, as Dask's memory manager
     # spills by process memory: demote while the worker's resident memory is above
     # its target fraction (else its spill fraction) of the limit. Without this, a
     # full host tier plus a shuffle's intermediates outgrew the limit (the nanny
     # killed workers at 256-600 MiB). A store given its own limit keeps it.
-    mm = worker.memory_manager
     frac = getattr(mm, "memory_target_fraction", None) or getattr(mm, "memory_spill_fraction", None)
     if limit and frac and not store.process_memory_limit:
         store.set_process_memory_limit(int(limit * frac))
-    pause = worker.memory_manager.memory_pause_fraction
+    pause = mm.memory_pause_fraction
     if limit and pause and host > pause * limit * 0.6:
         logger.warning("spillway: host tier %s is over 60%% of the pause threshold (%s of %s): the worker may "
                        "pause once the tier fills (see docs/python.md, sizing)",

@@ -1,5 +1,6 @@
 """Shared fixtures for the spillway Python tests: small tier chains in tmp dirs."""
 import os
+import types
 
 import pytest
 
@@ -49,3 +50,13 @@ def make_engine(tmp_path):
     yield make
     for e in engines:
         e.close()
+
+
+def fake_worker(name, local_directory, memory_limit=0, **memory_manager):
+    """The parts of a distributed Worker that spillway.dask_preload.install touches.
+
+    `memory_manager` adds attributes of worker.memory_manager (e.g.
+    memory_target_fraction, memory_spill_fraction)."""
+    mm = types.SimpleNamespace(data={}, memory_limit=memory_limit, memory_pause_fraction=0.8, **memory_manager)
+    return types.SimpleNamespace(name=name, local_directory=str(local_directory), memory_manager=mm,
+                                 state=types.SimpleNamespace(data=None))

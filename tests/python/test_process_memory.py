@@ -1,8 +1,6 @@
 """The host tier yields to the process's resident memory (Engine.set_process_memory_limit):
 what SpillwayStore's process_memory_limit and spillway.dask_preload use so that memory a Dask
 worker holds outside the store shrinks what the store keeps in memory."""
-import types
-
 import numpy as np
 import pytest
 
@@ -11,7 +9,7 @@ pytest.importorskip("distributed", reason="python3-distributed is not installed"
 from spillway import dask_preload  # noqa: E402
 from spillway.dask import SpillwayStore  # noqa: E402
 
-from conftest import MiB, chain  # noqa: E402
+from conftest import MiB, chain, fake_worker  # noqa: E402
 
 
 def resident_bytes():
@@ -60,13 +58,6 @@ def test_the_store_takes_a_limit_at_construction(tmp_path):
         assert s.stats()["engine"]["process_memory_limit"] == 3 << 30
 
 
-def fake_worker(local_directory, limit, target, spill):
-    mm = types.SimpleNamespace(data={}, memory_limit=limit, memory_pause_fraction=0.8,
-                               memory_target_fraction=target, memory_spill_fraction=spill)
-    return types.SimpleNamespace(name="w-0", local_directory=str(local_directory), memory_manager=mm,
-                                 state=types.SimpleNamespace(data=None))
-
-
 @pytest.mark.parametrize("limit, target, spill, want", [
     (1 << 30, 0.6, 0.7, int((1 << 30) * 0.6)),   # Dask's defaults: its target fraction
     (1 << 30, False, 0.7, int((1 << 30) * 0.7)),  # target off: the spill fraction
@@ -78,7 +69,8 @@ def test_the_preload_sets_the_limit_from_the_workers_thresholds(tmp_path, monkey
     cfg = tmp_path / "node.yaml"
     cfg.write_text("version: 1\ntiers:\n  - {name: host, kind: host, capacity: 64MiB}\n"
                    "  - {name: scratch, kind: file, capacity: 256MiB, path: '${SPILLWAY_WORKER_DIR}'}\n")
-    worker = fake_worker(tmp_path / "worker", limit, target, spill)
+    worker = fake_worker("w-0", tmp_path / "worker", limit, memory_target_fraction=target,
+                         memory_spill_fraction=spill)
     store = dask_preload.install(worker, config=str(cfg), log_interval=0)
     try:
         assert store.process_memory_limit == want

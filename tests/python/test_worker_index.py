@@ -5,7 +5,6 @@ list) and ${SPILLWAY_WORKER_INDEX} expands in the config. No GPU needed: the
 index is seen through a path that names it, and a gpu tier with a device
 list is left out (optional) where there is no GPU."""
 import os
-import types
 
 import pytest
 
@@ -14,6 +13,8 @@ pytest.importorskip("click", reason="python3-click is not installed")
 
 from spillway import _dask_dirs  # noqa: E402
 from spillway import dask_preload  # noqa: E402
+
+from conftest import fake_worker  # noqa: E402
 
 
 def test_worker_index_sources():
@@ -32,12 +33,6 @@ def test_worker_index_sources():
         _dask_dirs.worker_index("w-2", environ={"SPILLWAY_WORKER_INDEX": "x"})
     with pytest.raises(ValueError, match="--spillway-worker-index=-1"):
         _dask_dirs.worker_index("w-2", -1, environ={})
-
-
-def fake_worker(name, local_directory):
-    mm = types.SimpleNamespace(data={}, memory_limit=0, memory_pause_fraction=0.8)
-    return types.SimpleNamespace(name=name, local_directory=str(local_directory), memory_manager=mm,
-                                 state=types.SimpleNamespace(data=None))
 
 
 @pytest.mark.parametrize("name, index", [("node-a-1", 1), (0, 0)])
