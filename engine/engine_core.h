@@ -128,14 +128,27 @@ class EngineCore final : public Engine {
     Location loc;
     bool moving = false;
   };
-  // Pins the entry of `key` (NotFound when absent) and counts the hit.
-  StatusOr<PinnedRead> PinForRead(std::string_view key);
+  // Pins the entry of `key` (NotFound when absent) and counts the hit. With
+  // `loading` non-null, an entry in a file tier that a Prefetch is reading
+  // (Entry::kLoading) is not pinned or counted: *loading is set and the
+  // result holds only a reference (release it with Unref).
+  StatusOr<PinnedRead> PinForRead(std::string_view key, bool* loading = nullptr);
   // Finishes a pinned read: loads it (unless `loaded`, from a batch read),
   // promotes it where there is room, returns the Handle. Drops the pin on
-  // failure.
-  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded);
-  // Acquire's body; `skip_missing` (Prefetch) leaves absent keys out.
-  StatusOr<std::vector<Handle>> AcquireKeys(std::span<const std::string> keys, Where where, bool skip_missing);
+  // failure. `wait_for_room` (Prefetch's own thread): a full memory tier
+  // makes it wait for the mover to make room (Mover::MakeRoom) instead of
+  // serving the read unpromoted.
+  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded, bool wait_for_room = false);
+  // Acquire's and Prefetch's body. Keys are read and served in runs of at
+  // most kReadRunBytes of file-resident data, so the first keys are promoted
+  // while later ones are still on the disk. kPrefetch leaves absent keys
+  // out, claims each file-resident key it reads (Entry::kLoading; one
+  // already claimed by another Prefetch is left to it), waits for room to
+  // promote, and keeps no handles.
+  enum class ReadMode { kAcquire, kPrefetch };
+  StatusOr<std::vector<Handle>> AcquireKeys(std::span<const std::string> keys, Where where, ReadMode mode);
+  // Clears e's kLoading claim and wakes the Gets waiting for it.
+  void EndLoading(Entry* e);
   // Commits a new object into the index, replacing the key's previous one,
   // unless that one has a higher sequence (a concurrent Put that began
   // later): then the new object is the one dropped. The entry that leaves is
@@ -195,6 +208,10 @@ class EngineCore final : public Engine {
   // before tiers_ so it outlives every blob the tiers hold.
   std::unique_ptr<HostAllocator> host_alloc_;
   std::unique_ptr<ThreadPool> prefetch_pool_;
+  // A Get that finds its key claimed by a Prefetch (Entry::kLoading) waits
+  // here until EndLoading.
+  std::mutex loading_mu_;
+  std::condition_variable loading_cv_;
   std::vector<std::unique_ptr<Tier>> tiers_;
   ObjectIndex index_;
   std::unique_ptr<EvictionPolicy> policy_;

@@ -1,9 +1,12 @@
 // EngineCore's read paths: Get, Acquire and Prefetch. A read pins the entry
 // under its shard lock, reads it (file-resident keys of one Acquire or
-// Prefetch as one batch of requests: Tier::LoadBatch), and promotes it into
-// the first host tier only where that tier has room now. A read never
+// Prefetch in runs of batched requests: Tier::LoadBatch), and promotes it
+// into the first host tier only where that tier has room now. A read never
 // demotes or writes on its own thread: when the host tier is full it asks
 // the mover for room (Mover::RequestRoom) and serves the copy it read.
+// Prefetch runs on its own pool, where waiting is allowed: it waits for the
+// mover to make room so what it read is promoted, and a Get of a key it is
+// reading waits for it (Entry::kLoading) rather than reading it twice.
 #include <chrono>
 #include <future>
 
@@ -13,7 +16,18 @@
 
 namespace spillway::internal {
 
-StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key) {
+namespace {
+
+// File-resident bytes one run of an Acquire or Prefetch reads before it
+// serves (and promotes) them: the file tier's largest single submission.
+constexpr uint64_t kReadRunBytes = 64ull << 20;
+// How long a Get waits for a Prefetch's read of its key before reading it
+// itself.
+constexpr auto kLoadingWait = std::chrono::seconds(2);
+
+}  // namespace
+
+StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key, bool* loading) {
   const uint64_t hash = ObjectIndex::Hash(key);
   auto& shard = index_.ShardForHash(hash);
   PinnedRead p;
@@ -23,6 +37,14 @@ StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key) {
     if (e == nullptr) {
       misses_.fetch_add(1, std::memory_order_relaxed);
       return Status::NotFound("key not found");
+    }
+    if (loading != nullptr && (e->flags.load(std::memory_order_acquire) & Entry::kLoading) &&
+        !tiers_[e->tier]->is_memory()) {
+      *loading = true;
+      e->refs.fetch_add(1, std::memory_order_relaxed);
+      p.e = e;
+      p.t = e->tier;
+      return p;
     }
     // Pins are taken only under the shard lock (so a mover that sees none
     // under it may move the entry); they are dropped without it (Unpin).
@@ -51,12 +73,33 @@ StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key) {
 
 StatusOr<Handle> EngineCore::Get(std::string_view key, Where where) {
   gets_.Add(1);
-  auto p = PinForRead(key);
+  bool loading = false;
+  auto p = PinForRead(key, &loading);
   if (!p.ok()) return p.status();
+  if (loading) {
+    // A Prefetch is reading this record: wait for it (it promotes the
+    // object), then look again; past kLoadingWait, read it here.
+    Entry* e = p->e;
+    {
+      std::unique_lock<std::mutex> l(loading_mu_);
+      loading_cv_.wait_for(l, kLoadingWait,
+                           [e] { return (e->flags.load(std::memory_order_acquire) & Entry::kLoading) == 0; });
+    }
+    Unref(e);
+    p = PinForRead(key);
+    if (!p.ok()) return p.status();
+  }
   return Serve(std::move(*p), key, where, nullptr);
 }
 
-StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded) {
+void EngineCore::EndLoading(Entry* e) {
+  e->flags.fetch_and(static_cast<uint8_t>(~Entry::kLoading), std::memory_order_release);
+  { std::lock_guard<std::mutex> l(loading_mu_); }  // a waiter between its check and its wait sees the change
+  loading_cv_.notify_all();
+}
+
+StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded,
+                                   bool wait_for_room) {
   Entry* e = p.e;
   const int t = p.t;
   if (tiers_[t]->kind() == TierKind::kGpu) {
@@ -101,7 +144,11 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
   if (h < 0) return Handle(std::move(b), e, this);
   // Room made ahead by the mover, never here (see Mover::ReserveForPromotion):
   // without it this read is served as read and the next one promotes.
-  if (!tiers_[h]->HasDeviceRoom(raw) || !mover_->ReserveForPromotion(h, raw)) return Handle(std::move(b), e, this);
+  // Prefetch's thread waits for the mover instead.
+  if (!tiers_[h]->HasDeviceRoom(raw) ||
+      !(wait_for_room ? mover_->MakeRoom(h, raw) : mover_->ReserveForPromotion(h, raw))) {
+    return Handle(std::move(b), e, this);
+  }
   // The record stays where it is as the entry's clean copy (scratch tiers;
   // not when the tier is short of room): demoting the object again then
   // writes nothing. A scan read back through a full memory tier would
@@ -143,11 +190,12 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
 }
 
 StatusOr<std::vector<Handle>> EngineCore::Acquire(std::span<const std::string> keys, Where where) {
-  return AcquireKeys(keys, where, /*skip_missing=*/false);
+  return AcquireKeys(keys, where, ReadMode::kAcquire);
 }
 
 StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::string> keys, Where where,
-                                                      bool skip_missing) {
+                                                      ReadMode mode) {
+  const bool prefetch = mode == ReadMode::kPrefetch;
   if (where == Where::kDevice) {
     // Device copies go through the gpu tier one key at a time, concurrently.
     std::vector<std::future<StatusOr<Handle>>> futures;
@@ -163,7 +211,7 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
         if (first.ok()) first = h.status().WithContext("acquire '" + keys[i] + "'");
         continue;
       }
-      handles.push_back(std::move(*h));
+      if (!prefetch) handles.push_back(std::move(*h));
     }
     if (!first.ok()) return first;  // handles released here: nothing stays pinned
     return handles;
@@ -171,6 +219,7 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
   gets_.Add(keys.size());
   std::vector<PinnedRead> pins;
   std::vector<std::string_view> names;  // pins[i]'s key
+  std::vector<char> claimed;            // pins[i] holds the entry's kLoading claim (and a reference for it)
   pins.reserve(keys.size());
   auto release_pins = [&](size_t from) {
     for (size_t i = from; i < pins.size(); ++i) {
@@ -178,64 +227,105 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       Unref(pins[i].e);
     }
   };
+  auto end_claims = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (!claimed[i]) continue;
+      EndLoading(pins[i].e);
+      Unref(pins[i].e);
+    }
+  };
   for (const std::string& k : keys) {
     auto p = PinForRead(k);
     if (!p.ok()) {
-      if (skip_missing && p.status().IsNotFound()) continue;
+      if (prefetch && p.status().IsNotFound()) continue;
       release_pins(0);
       return p.status().WithContext("acquire '" + k + "'");
     }
+    bool claim = false;
+    if (prefetch && !tiers_[p->t]->is_memory()) {
+      if (p->e->flags.fetch_or(Entry::kLoading, std::memory_order_acq_rel) & Entry::kLoading) {
+        // Another Prefetch is reading it: its Gets wait for that one.
+        Unpin(p->e);
+        Unref(p->e);
+        continue;
+      }
+      claim = true;
+      p->e->refs.fetch_add(1, std::memory_order_relaxed);  // the claim's: EndLoading after Serve
+    }
     pins.push_back(std::move(*p));
     names.push_back(k);
-  }
-  // One batch of reads per file tier, all in flight together.
-  std::vector<BlobPtr> loaded(pins.size());
-  Status first;
-  for (size_t t = 0; t < tiers_.size() && first.ok(); ++t) {
-    if (tiers_[t]->is_memory()) continue;
-    std::vector<size_t> idx;
-    std::vector<Location> locs;
-    std::vector<std::string_view> batch_keys;
-    for (size_t i = 0; i < pins.size(); ++i) {
-      if (pins[i].t != static_cast<int>(t)) continue;
-      idx.push_back(i);
-      locs.push_back(pins[i].loc);
-      batch_keys.push_back(names[i]);
-    }
-    if (idx.empty()) continue;
-    auto blobs = tiers_[t]->LoadBatch(locs, batch_keys);
-    for (size_t j = 0; j < idx.size(); ++j) {
-      if (blobs[j].ok()) {
-        loaded[idx[j]] = std::move(*blobs[j]);
-      } else if (first.ok()) {
-        first = blobs[j].status().WithContext("acquire '" + std::string(names[idx[j]]) + "'");
-      }
-    }
-  }
-  if (!first.ok()) {
-    release_pins(0);
-    return first;
+    claimed.push_back(claim);
   }
   std::vector<Handle> handles;
-  handles.reserve(pins.size());
-  for (size_t i = 0; i < pins.size(); ++i) {
-    auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i]));
-    if (!h.ok()) {
-      if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
-      continue;  // Serve dropped this pin itself
+  handles.reserve(prefetch ? 0 : pins.size());
+  Status first;
+  // Runs of keys holding at most kReadRunBytes of file-resident data (at
+  // least one key): read as one batch per file tier, then served, so the
+  // first run is promoted while the next is read.
+  size_t begin = 0;
+  while (begin < pins.size()) {
+    size_t end = begin;
+    uint64_t run_bytes = 0;
+    for (; end < pins.size(); ++end) {
+      if (tiers_[pins[end].t]->is_memory()) continue;
+      const uint64_t n = pins[end].loc.stored_bytes;
+      if (run_bytes > 0 && run_bytes + n > kReadRunBytes) break;
+      run_bytes += n;
     }
-    handles.push_back(std::move(*h));
+    std::vector<BlobPtr> loaded(end - begin);
+    for (size_t t = 0; t < tiers_.size() && first.ok(); ++t) {
+      if (tiers_[t]->is_memory()) continue;
+      std::vector<size_t> idx;
+      std::vector<Location> locs;
+      std::vector<std::string_view> batch_keys;
+      for (size_t i = begin; i < end; ++i) {
+        if (pins[i].t != static_cast<int>(t)) continue;
+        idx.push_back(i);
+        locs.push_back(pins[i].loc);
+        batch_keys.push_back(names[i]);
+      }
+      if (idx.empty()) continue;
+      auto blobs = tiers_[t]->LoadBatch(locs, batch_keys);
+      for (size_t j = 0; j < idx.size(); ++j) {
+        if (blobs[j].ok()) {
+          loaded[idx[j] - begin] = std::move(*blobs[j]);
+        } else if (first.ok()) {
+          first = blobs[j].status().WithContext("acquire '" + std::string(names[idx[j]]) + "'");
+        }
+      }
+    }
+    if (!first.ok()) {
+      release_pins(begin);
+      end_claims(begin, pins.size());
+      return first;  // handles released here: nothing stays pinned
+    }
+    for (size_t i = begin; i < end; ++i) {
+      Entry* e = pins[i].e;
+      auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), /*wait_for_room=*/prefetch);
+      if (claimed[i]) {
+        // Promoted (or not) now: the Gets waiting for it look again.
+        EndLoading(e);
+        Unref(e);
+        claimed[i] = 0;
+      }
+      if (!h.ok()) {
+        if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
+        continue;  // Serve dropped this pin itself
+      }
+      if (!prefetch) handles.push_back(std::move(*h));
+    }
+    begin = end;
   }
   if (!first.ok()) return first;  // handles released here: nothing stays pinned
   return handles;
 }
 
 void EngineCore::Prefetch(std::span<const std::string> keys, Where where) {
-  // One task for the whole set, so file-resident keys are read as one batch;
+  // One task for the whole set, so file-resident keys are read in batches;
   // missing keys are skipped (a hint, not a request).
   if (keys.empty()) return;
   prefetch_pool_->Submit([this, ks = std::vector<std::string>(keys.begin(), keys.end()), where] {
-    (void)AcquireKeys(ks, where, /*skip_missing=*/true);
+    (void)AcquireKeys(ks, where, ReadMode::kPrefetch);
   });
 }
 

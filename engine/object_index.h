@@ -91,6 +91,9 @@ struct Entry {
   std::atomic<uint8_t> flags{0};
   static constexpr uint8_t kAccessed = 1;  // read since the policy last looked (second chance)
   static constexpr uint8_t kPicked = 2;    // chosen as a victim by a Demote still running
+  // A Prefetch is reading it from a file tier: a Get waits for that read
+  // (EngineCore::Get) instead of reading the same record again.
+  static constexpr uint8_t kLoading = 4;
   // ---- guarded by the shard mutex ----
   int8_t tier = -1;        // index of the tier holding the object
   // A clean copy in tier clean_tier (-1: none): the record a promotion from a

@@ -163,11 +163,14 @@ class Engine {
   virtual StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) = 0;
   // The read-ahead hint (the Dask store calls it for a task's inputs): like
   // Acquire, but returns at once; in the background the keys in file tiers
-  // are read as one batch of requests and promoted where the memory tier has
-  // room, then unpinned, so a later Get is a memory hit. Best effort: keys
-  // that are missing or erased meanwhile are skipped, errors are dropped, a
-  // promotion that finds no room is left out (the mover is asked for room),
-  // and nothing is demoted or written on the caller's behalf.
+  // are read in batches of requests (64 MiB at a time) and promoted into the
+  // first host tier, then unpinned, so a later Get is a memory hit. Where
+  // that tier is full, the background thread waits for the mover to make
+  // room (at most a second without progress; then that key is left where it
+  // is). A Get of a key a Prefetch is reading waits for that read (up to two
+  // seconds) instead of reading the record a second time. Best effort: keys
+  // that are missing or erased meanwhile are skipped, errors are dropped,
+  // and nothing is demoted or written on the caller's thread.
   virtual void Prefetch(std::span<const std::string> keys, Where where) = 0;
   // Device memory of `bytes` for the caller, from the engine's pool on the
   // first gpu tier. On allocation failure it demotes enough objects to fit

@@ -1,9 +1,12 @@
 // The pipelined mover stepped by hand: several batches queued per boundary,
 // WaitIdle's contract, callers that wait only for the room they need, reads
-// that never demote, and Acquire's one batch of reads.
+// that never demote, Acquire's one batch of reads, and Prefetch: it waits
+// for room to promote, and a Get waits for its read.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -314,4 +317,118 @@ TEST_CASE("a large object is read as several requests in flight at once") {
   CHECK(HandleEquals(*h, big));
   CHECK(counting.max_read_requests.load() >= 16);  // 1 MiB requests (io.block_size)
   CHECK(counting.read_depth.load() >= 8);          // issued at the tier's queue depth
+}
+
+namespace {
+
+// Holds every read submission until Open(); counts them.
+class GateReadsIo : public FileIoWrapper {
+ public:
+  explicit GateReadsIo(FileIo* t) : FileIoWrapper(t) {}
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    if (!r.empty() && r[0].op == IoRequest::Op::kRead) {
+      std::unique_lock<std::mutex> l(mu_);
+      ++reads_;
+      cv_.notify_all();
+      cv_.wait(l, [this] { return open_; });
+    }
+    return FileIoWrapper::SubmitAndWait(r, qd);
+  }
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = false;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  // Waits until `n` read submissions have arrived; false after 10 s.
+  bool WaitReads(int n) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(10), [&] { return reads_ >= n; });
+  }
+  int reads() {
+    std::lock_guard<std::mutex> l(mu_);
+    return reads_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int reads_ = 0;
+};
+
+// Polls until every key is served from tier `t` (TierOf), or 10 s pass.
+bool EventuallyInTier(Engine& e, const std::vector<std::string>& keys, int t) {
+  for (int i = 0; i < 1000; ++i) {
+    bool all = true;
+    for (const auto& k : keys) all = all && e.TierOf(k) == t;
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("Prefetch into a full host tier waits for the mover, so every key it read is promoted") {
+  TempDir dir("mover");
+  Config c = HostFileChain(dir.path(), 16 << 20, 256 << 20);
+  // High at capacity: a full tier is not above it, so the mover demotes
+  // only when asked for room.
+  c.tiers[0].watermarks = {1.0, 0.9};
+  auto e = OpenOrDie(c, /*background=*/true);
+  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(1 << 20, i)).ok());
+  REQUIRE(e->Flush().ok());
+  // Filled to the brim: none of the prefetched keys fits without a demotion.
+  for (int i = 0; e->Stats().tiers[0].used_bytes + (1 << 20) <= (16u << 20); ++i) {
+    REQUIRE(e->Put("fill" + std::to_string(i), Bytes(1 << 20, 1000 + i)).ok());
+  }
+  std::vector<std::string> keys = {"k0", "k1", "k2"};  // the oldest: spilled
+  for (const auto& k : keys) REQUIRE(e->TierOf(k) == 1);
+  const uint64_t file_hits = e->Stats().tiers[1].hits;
+  e->Prefetch(keys, Where::kHost);
+  CHECK(EventuallyInTier(*e, keys, 0));
+  // Each record was read once, by the Prefetch; the Gets are memory hits.
+  CHECK(e->Stats().tiers[1].hits == file_hits + keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto h = e->Get(keys[i]);
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(1 << 20, i)));
+  }
+  CHECK(e->Stats().tiers[1].hits == file_hits + keys.size());
+}
+
+TEST_CASE("a Get of a key a Prefetch is reading waits for that read instead of reading the record again") {
+  TempDir dir("mover");
+  auto io = MakeFileIo();
+  GateReadsIo gate(io.get());
+  EngineOptions o;
+  o.file_io = &gate;
+  Config c = HostFileChain(dir.path(), 8 << 20, 256 << 20);
+  auto opened = Engine::Open(c, o);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  auto& e = *opened;
+  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  REQUIRE(e->TierOf("k0") == 1);
+  const uint64_t file_hits = e->Stats().tiers[1].hits;
+  const int reads = gate.reads();
+  gate.Close();
+  std::vector<std::string> keys = {"k0"};
+  e->Prefetch(keys, Where::kHost);
+  REQUIRE(gate.WaitReads(reads + 1));  // the Prefetch's read, held at the gate
+  auto get = std::async(std::launch::async, [&] { return e->Get("k0"); });
+  // The Get waits for the Prefetch: it submits no read of its own.
+  CHECK(get.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  CHECK(gate.reads() == reads + 1);
+  gate.Open();
+  auto h = get.get();
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(256 << 10, 0)));
+  CHECK(gate.reads() == reads + 1);
+  CHECK(e->Stats().tiers[1].hits == file_hits + 1);  // one read of the record, the Prefetch's
+  CHECK(e->TierOf("k0") == 0);
 }
