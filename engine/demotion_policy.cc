@@ -17,7 +17,8 @@ uint64_t DemotionPolicy::Want(const Tier& from, const Tier& to, const BoundaryLo
     target = std::max(projected - low, std::min(MinBatchBytes(from), from.used_bytes()));
   }
   if (load.waiting_bytes > 0) {
-    target = std::max(target, static_cast<uint64_t>(MaxInflight(to)) * BatchBytes(from, to));
+    const uint64_t queue_full = static_cast<uint64_t>(MaxInflight(to)) * BatchBytes(from, to);
+    target = std::max(target, std::min(queue_full, std::max(load.waiting_bytes, MinBatchBytes(from))));
   }
   target = std::max({target, load.requested_bytes, load.pressure_bytes});
   return target > load.inflight_bytes ? target - load.inflight_bytes : 0;

@@ -29,8 +29,10 @@ class DemotionPolicy {
   // The fill it judges is the projected one, used plus what waiters are
   // about to reserve, so the next batch starts while a caller copies its
   // object in, not after. While callers wait (the tier below is the
-  // bottleneck), at least MaxInflight batches are wanted: the disk queue
-  // stays full until nobody waits.
+  // bottleneck), at least MaxInflight batches are wanted, so the disk queue
+  // stays full until nobody waits, but no more than MinBatchBytes beyond
+  // what the waiters need: in a small tier, MaxInflight batches would be
+  // the whole tier, and one waiting caller would empty it.
   uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // Raw bytes per batch from `from` to `to` (the first tier below): one
   // batch into a file tier fills one write slab (8 MiB: io.block_bytes
@@ -49,9 +51,11 @@ class DemotionPolicy {
   // background scheduler) to reserve `need` bytes: what it needs, and at
   // least one batch, so the tier below still receives large writes.
   uint64_t SyncBytes(const Tier& from, const Tier& to, uint64_t need) const;
-  // Sum of MaxInflight over a chain: a thread scheduler with this many
-  // threads can run every boundary's batches at once.
-  static constexpr int kMaxInflightPerBoundary = 4;
+  // Batches in flight into a file tier (MaxInflight); a thread scheduler
+  // with this many threads per boundary can run every boundary's batches at
+  // once. 8 with the file tier's 2 MiB streamed pieces: see file_tier.cc
+  // for the measurements behind both.
+  static constexpr int kMaxInflightPerBoundary = 8;
 };
 
 }  // namespace spillway::internal

@@ -25,15 +25,22 @@ constexpr uint64_t kPreallocateBytes = 64ull << 20;
 constexpr uint64_t kCachedBufferLimit = 64ull << 20;
 // Streamed writes (objects larger than a slab, codec none): pieces of this
 // size, written by kPieceWriters threads at once, each with queue_depth / 2
-// requests in flight (16 requests of 1 MiB by default, up to 64 across the
-// writers). Measured on the H200's local disk (gpu_bench --engine-only,
-// gpu -> host -> file, 2026-12-01): queue_depth / 4 per piece (32 in total)
-// moved 1.81 / 1.96 GB/s for 8 / 64 MiB objects, queue_depth / 2 moved
-// 2.06 / 2.45 GB/s; more batches in flight or larger ones instead gained
-// 0-5%. Two spare buffers let the encoder fill the next pieces while the
-// others are on the disk.
-constexpr uint64_t kPieceBytes = 8ull << 20;
-constexpr size_t kPieceWriters = 4;
+// requests in flight. Small pieces let the first one go to the disk while
+// the encoder still copies the rest, and spread one 8 MiB object over
+// several writers. Measured on the H200's local disk (gpu_bench
+// --engine-only, gpu -> host -> file, each round against a disk reference
+// written just before it, 2026-12-01 18:30 UTC): 8 MiB pieces, 4 writers and
+// 4 batches in flight moved 0.84x / 0.83x (two runs) of the disk for 8 MiB
+// objects and 0.92x / 1.00x for 64 MiB; 2 MiB pieces, 8 writers and 8
+// batches in flight 0.90x and 0.96x. 8 batches and 8 writers with 8 MiB
+// pieces were worse (0.75x / 0.90x), and so was writing 8 MiB objects
+// through the slab path (0.87x / 0.97x, or 0.76x with 8 batches). On the
+// development machine the same change moved 64 MiB host -> file spills
+// from 0.84 / 0.77 to 0.90 / 0.88 GB/s (spillway bench section 1, two runs
+// each, interleaved). Two spare buffers let the encoder fill the next
+// pieces while the others are on the disk.
+constexpr uint64_t kPieceBytes = 2ull << 20;
+constexpr size_t kPieceWriters = 8;
 constexpr size_t kPieceBuffers = kPieceWriters + 2;
 // Hole punches waiting for the punch thread, at most (see QueuePunch).
 constexpr size_t kMaxQueuedPunches = 4096;

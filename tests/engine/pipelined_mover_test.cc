@@ -17,6 +17,7 @@
 #include "engine/engine_core.h"
 #include "engine/mover.h"
 #include "engine_test_util.h"
+#include "tiers/file_tier.h"
 #include "tiers/host_tier.h"
 
 using namespace spillway;
@@ -109,6 +110,31 @@ TEST_CASE("DemotionPolicy: nothing below the high watermark, down to low above i
   CHECK(p.BatchBytes(tier, below_mem) > 0);
   CHECK(p.BatchBytes(tier, below_mem) <= tier.capacity_bytes() / 8);
   tier.Unreserve(95 << 20);
+}
+
+TEST_CASE("DemotionPolicy: a waiting caller keeps the disk queue full, but a small tier is not emptied for it") {
+  TempDir dir("policy");
+  auto io = MakeFileIo();
+  FileTier file(FileTierConfig("f", dir.path(), 1ull << 30), 1, io.get(), nullptr);
+  REQUIRE(file.Open().ok());
+  internal::DemotionPolicy p;
+  internal::BoundaryLoad waiting;
+  waiting.waiting_bytes = 1 << 20;
+  // Large tier: MaxInflight batches (the queue kept full).
+  HostTier big(HostTierConfig("big", 1ull << 30), 0, nullptr);
+  big.ForceReserve(512 << 20);  // below high
+  CHECK(p.Want(big, file, waiting) == static_cast<uint64_t>(p.MaxInflight(file)) * p.BatchBytes(big, file));
+  big.Unreserve(512 << 20);
+  // 16 MiB tier: MaxInflight batches of capacity / 8 would be all of it;
+  // it gets MinBatchBytes (capacity / 4) instead.
+  HostTier small(HostTierConfig("small", 16 << 20), 0, nullptr);
+  small.ForceReserve(8 << 20);
+  REQUIRE(static_cast<uint64_t>(p.MaxInflight(file)) * p.BatchBytes(small, file) >= (16u << 20));
+  CHECK(p.Want(small, file, waiting) == (4u << 20));
+  // A waiter needing more than that gets what it needs.
+  waiting.waiting_bytes = 6 << 20;
+  CHECK(p.Want(small, file, waiting) == (6u << 20));
+  small.Unreserve(8 << 20);
 }
 
 TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle runs them and leaves the tier under high") {
