@@ -42,7 +42,9 @@ uint64_t EngineCore::MemoryPressure(int t) {
     int64_t last = last_heap_trim_ns_.load(std::memory_order_relaxed);
     if (now - last >= std::chrono::duration_cast<std::chrono::nanoseconds>(kTrimInterval).count() &&
         last_heap_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      // What earlier demotions freed may still sit in the allocator.
+      // What earlier demotions freed may still sit in the allocator, and
+      // the file tiers keep idle I/O buffers for reuse.
+      for (auto& t : tiers_) t->ReleaseCachedMemory();
       TrimProcessHeap();
       rss = ProcessResidentBytes();
     }

@@ -21,8 +21,7 @@ namespace {
 // slab/block requests queued), large enough to amortize a submission.
 constexpr uint64_t kSlabBytes = 8ull << 20;
 constexpr uint64_t kPreallocateBytes = 64ull << 20;
-// Aligned slab buffers up to this size are kept per thread for reuse.
-constexpr uint64_t kCachedBufferLimit = 64ull << 20;
+
 // Streamed writes (objects larger than a slab, codec none): pieces of this
 // size, written by kPieceWriters threads at once, each with queue_depth / 2
 // requests in flight. Small pieces let the first one go to the disk while
@@ -55,23 +54,6 @@ using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
 
 std::byte* AllocAligned(uint64_t bytes) {
   return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, AlignUp(std::max<uint64_t>(bytes, 1), kIoAlign)));
-}
-
-// A per-thread reusable aligned buffer for slabs.
-std::byte* ThreadSlabBuffer(uint64_t bytes, AlignedBuffer* owned) {
-  thread_local AlignedBuffer cached;
-  thread_local uint64_t cached_size = 0;
-  if (bytes > kCachedBufferLimit) {
-    owned->reset(AllocAligned(bytes));
-    return owned->get();
-  }
-  if (cached_size < bytes) {
-    // Round up so slightly larger slabs later reuse the buffer (still <= the limit).
-    const uint64_t size = std::min(AlignUp(bytes, 1 << 20), kCachedBufferLimit);
-    cached.reset(AllocAligned(size));
-    cached_size = cached ? size : 0;
-  }
-  return cached.get();
 }
 
 void BuildRequests(const FileHandle* file, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
@@ -154,6 +136,16 @@ class FileTier::PieceBuffers {
     }
     cv_.notify_all();
   }
+  // Frees the buffers not in use; later writes allocate them again.
+  void ReleaseIdle() {
+    std::vector<std::byte*> drop;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      drop.swap(free_);
+      made_ -= drop.size();
+    }
+    for (std::byte* b : drop) std::free(b);
+  }
 
  private:
   std::mutex mu_;  // guards everything below
@@ -189,6 +181,12 @@ FileTier::~FileTier() {
   for (auto& s : stripes_) {
     if (s->lock.is_open()) (void)io_->Close(s->lock);
   }
+}
+
+void FileTier::ReleaseCachedMemory() {
+  slab_buffers_.Release();
+  read_buffers_.Release();
+  pieces_->ReleaseIdle();
 }
 
 Status FileTier::Open() {
@@ -381,8 +379,8 @@ std::string FileTier::Where(const Location& loc) const {
 
 Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
                            std::vector<Location>& out) {
-  AlignedBuffer owned;
-  std::byte* buf = ThreadSlabBuffer(slab.max_bytes, &owned);
+  IoBufferCache::Lease lease = slab_buffers_.Take(slab.max_bytes);
+  std::byte* buf = lease.get();
   if (buf == nullptr) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
   std::vector<uint64_t> rec_off(slab.count), rec_len(slab.count);
   uint64_t off = 0;

@@ -38,6 +38,7 @@
 
 #include "codecs/codec.h"
 #include "tiers/host_tier.h"
+#include "tiers/io_buffer_cache.h"
 #include "tiers/segment.h"
 #include "tiers/tier.h"
 #include "base/thread_pool.h"
@@ -123,6 +124,15 @@ class FileTier : public Tier {
   void RetireImpl(const Location& loc) override;
   Status SyncImpl() override;
 
+ public:
+  // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
+  // streamed-piece buffers): under process memory pressure.
+  void ReleaseCachedMemory() override;
+  // Idle buffers the tier keeps for reuse (tests, stats).
+  size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
+
+ private:
+
  private:
   struct Stripe {
     std::string dir;
@@ -163,9 +173,9 @@ class FileTier : public Tier {
   // A record at `offset` is on disk: fills its location, counts it live.
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
   // file_tier_read.cc: a record's aligned read window and its requests
-  // (`thread_buffer`: into this thread's reused buffer, for a read decoded
-  // before the thread reads again); verifying and decoding it once read.
-  Status PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
+  // (`cached_buffer`: into a buffer from read_buffers_, for a window that
+  // is decoded and let go at once); verifying and decoding it once read.
+  Status PrepareRead(const Location& loc, bool cached_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
   StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
                                std::span<const IoRequest> reqs);
   // A raw record read as several requests in flight, each piece verified and
@@ -204,6 +214,11 @@ class FileTier : public Tier {
 
   FileIo* io_;
   HostAllocator* host_alloc_;
+  // Slab encode buffers and read windows / streamed-read rings, shared by
+  // the tier's threads (io_buffer_cache.h); declared before the thread
+  // pools, which give buffers back until they stop.
+  IoBufferCache slab_buffers_{4, 64ull << 20};
+  mutable IoBufferCache read_buffers_{2, 16ull << 20};  // PrepareRead is const
   std::unique_ptr<Codec> codec_;
   std::vector<std::unique_ptr<Stripe>> stripes_;
   std::atomic<uint32_t> next_stripe_{0};

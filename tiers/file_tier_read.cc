@@ -4,7 +4,7 @@
 // time), each verified and decoded into host memory.
 //
 // A single large raw record (codec none) is read as several requests in
-// flight through a reused ring of this thread's read buffer
+// flight through a ring from the tier's read-buffer cache
 // (FileIo::SubmitAndWaitEach): each piece, as soon as it and every piece
 // before it have arrived, is hashed and its payload copied into the object's
 // blob while the later pieces are still on the disk, so the checksum and the
@@ -22,9 +22,10 @@ namespace {
 // Windows read in one submission, at most: bounds the memory a batch of
 // large objects holds before it is decoded.
 constexpr uint64_t kMaxBatchWindowBytes = 64ull << 20;
-// A single read's window up to this size uses a buffer kept per thread:
-// a 1 MiB read into fresh memory spends as long faulting the pages in as
-// the disk takes to fill them.
+// A single read's window up to this size uses a buffer from the tier's
+// read-buffer cache (read_buffers_): a 1 MiB read into fresh memory spends
+// as long faulting the pages in as the disk takes to fill them. Also the
+// largest ring a streamed read uses.
 constexpr uint64_t kCachedReadLimit = 16ull << 20;
 
 // Raw records at least this long are read piece by piece (LoadStreamed).
@@ -48,37 +49,27 @@ std::byte* AllocWindow(uint64_t bytes) {
   return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, std::max<uint64_t>(AlignUp(bytes, kIoAlign), kIoAlign)));
 }
 
-// This thread's reusable read buffer of at least `bytes` (<= kCachedReadLimit).
-std::byte* ThreadReadBuffer(uint64_t bytes) {
-  thread_local AlignedBuffer cached;
-  thread_local uint64_t cached_size = 0;
-  if (cached_size < bytes) {
-    const uint64_t size = std::min(AlignUp(bytes, 1 << 20), kCachedReadLimit);
-    cached.reset(AllocWindow(size));
-    cached_size = cached ? size : 0;
-  }
-  return cached.get();
-}
-
 }  // namespace
 
 // One record's aligned read window.
 struct FileTier::ReadWindow {
   SegmentPtr seg;
   uint64_t start = 0, end = 0;
-  std::byte* data = nullptr;  // `owned`, or this thread's read buffer
+  std::byte* data = nullptr;  // `owned`, or `cached`
   AlignedBuffer owned;
+  IoBufferCache::Lease cached;
   size_t first_req = 0, num_reqs = 0;
 };
 
-Status FileTier::PrepareRead(const Location& loc, bool thread_buffer, ReadWindow* w,
+Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow* w,
                              std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   w->start = AlignDown(loc.offset, kIoAlign);
   w->end = AlignUp(loc.offset + loc.length, kIoAlign);
-  if (thread_buffer && w->end - w->start <= kCachedReadLimit) {
-    w->data = ThreadReadBuffer(w->end - w->start);
+  if (cached_buffer && w->end - w->start <= kCachedReadLimit) {
+    w->cached = read_buffers_.Take(w->end - w->start);
+    w->data = w->cached.get();
   } else {
     w->owned.reset(AllocWindow(w->end - w->start));
     w->data = w->owned.get();
@@ -133,7 +124,8 @@ StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view k
   const uint64_t piece = std::clamp(AlignUp((window + 3) / 4, kIoAlign), kMinReadPiece, max_piece);
   const size_t pieces = static_cast<size_t>((window + piece - 1) / piece);
   const size_t ring_pieces = static_cast<size_t>(std::clamp<uint64_t>(kCachedReadLimit / piece, 1, pieces));
-  std::byte* ring = ThreadReadBuffer(ring_pieces * piece);
+  IoBufferCache::Lease ring_lease = read_buffers_.Take(ring_pieces * piece);
+  std::byte* ring = ring_lease.get();
   if (ring == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");
   std::vector<IoRequest> reqs(pieces);
   for (size_t k = 0; k < pieces; ++k) {
@@ -246,7 +238,7 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   }
   ReadWindow w;
   std::vector<IoRequest> reqs;
-  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*thread_buffer=*/true, &w, &reqs));
+  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*cached_buffer=*/true, &w, &reqs));
   // A large record is read as block_bytes requests, queue_depth in flight.
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return st.WithContext(Where(loc));
@@ -265,7 +257,7 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
     uint64_t bytes = 0;
     for (; i < locs.size() && (windows.empty() || bytes + locs[i].length <= kMaxBatchWindowBytes); ++i) {
       ReadWindow w;
-      Status st = PrepareRead(locs[i], /*thread_buffer=*/false, &w, &reqs);
+      Status st = PrepareRead(locs[i], /*cached_buffer=*/false, &w, &reqs);
       if (!st.ok()) {
         out[i] = st;
         continue;

@@ -126,6 +126,9 @@ class Tier : public BlobAccount {
   void FreeCopy(Location& loc);
   // Makes everything stored so far durable (file tiers).
   Status Sync() { return SyncImpl(); }
+  // Frees memory the tier keeps only to go faster (idle I/O buffers); the
+  // engine calls it when the process is above its memory limit.
+  virtual void ReleaseCachedMemory() {}
 
   const TierCounters& counters() const { return counters_; }
   TierCounters& mutable_counters() { return counters_; }

@@ -2,7 +2,12 @@
 // resident memory (engine/engine_memory.cc), with the background mover.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "base/process_memory.h"
+#include "engine/engine_core.h"
+#include "tiers/file_tier.h"
 #include "engine_test_util.h"
 
 using namespace spillway;
@@ -77,4 +82,33 @@ TEST_CASE("a process memory limit leaves a host tier over another memory tier al
   // Moving bytes from one memory tier to another frees nothing.
   CHECK(e.Stats().tiers[0].demotions_out == 0);
   CHECK(HostUsed(e) == 16 * kMiB);
+}
+
+TEST_CASE("above the process memory limit, the file tier's idle I/O buffers are freed") {
+  TempDir dir("procmem");
+  Config c = HostFileChain(dir.path(), 16 * kMiB, 1024 * kMiB);
+  auto opened = Engine::Open(c);
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  Engine& e = **opened;
+  for (int i = 0; i < 64; ++i) REQUIRE(e.Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
+  REQUIRE(e.Flush().ok());
+  auto h = e.Get("k0");  // spilled: read through a cached read buffer
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(kMiB, 0)));
+  h->Release();
+  auto& file = static_cast<FileTier&>(static_cast<internal::EngineCore&>(e).tier(1));
+  REQUIRE(file.idle_io_buffers() > 0);  // slab and read buffers kept for reuse
+  e.SetProcessMemoryLimit(1);  // every process is above it
+  bool freed = false;
+  for (int i = 0; i < 300 && !freed; ++i) {  // the mover's tick checks every 100 ms
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    freed = file.idle_io_buffers() == 0;
+  }
+  CHECK(freed);
+  e.SetProcessMemoryLimit(0);
+  for (int i = 0; i < 64; ++i) {
+    auto r = e.Get("k" + std::to_string(i));
+    REQUIRE(r.ok());
+    CHECK(HandleEquals(*r, Bytes(kMiB, i)));
+  }
 }
