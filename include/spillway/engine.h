@@ -206,8 +206,9 @@ class Engine {
   // memory manager spills by process memory: a Dask worker's store sets it
   // from the worker's memory limit (python/spillway/dask_preload.py).
   // Measured every 100 ms by the background mover and at each Flush; while
-  // above it, freed heap memory is handed back to the kernel (malloc_trim)
-  // at most once a second. (engine/engine_memory.cc)
+  // above it, at most once a second, the file tiers free their idle I/O
+  // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
+  // to the kernel (malloc_trim). (engine/engine_memory.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
