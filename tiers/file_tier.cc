@@ -47,14 +47,6 @@ constexpr size_t kMaxQueuedPunches = 4096;
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
-
-std::byte* AllocAligned(uint64_t bytes) {
-  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, AlignUp(std::max<uint64_t>(bytes, 1), kIoAlign)));
-}
 
 void BuildRequests(const FileHandle* file, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
                    uint64_t block, std::vector<IoRequest>* out) {
@@ -125,7 +117,7 @@ class FileTier::PieceBuffers {
       free_.pop_back();
       return b;
     }
-    std::byte* b = AllocAligned(kPieceBytes);
+    std::byte* b = AllocIoBuffer(kPieceBytes);
     if (b != nullptr) ++made_;
     return b;
   }
@@ -459,7 +451,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   if (!st.ok()) return st.WithContext("file tier '" + name() + "': encoding");
   const uint64_t len = AlignUp(rec.size(), kIoAlign);
   // The header block: the record's first kIoAlign bytes, written last.
-  AlignedBuffer head(AllocAligned(kIoAlign));
+  IoBuffer head(AllocIoBuffer(kIoAlign));
   if (!head) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
   std::memset(head.get(), 0, kIoAlign);
   rec.Next(std::span<std::byte>(head.get(), std::min<uint64_t>(kIoAlign, rec.size())));
@@ -574,7 +566,7 @@ Status FileTier::MarkErased(Segment& seg, const PendingFree& p) {
   loc.offset = p.offset;
   const uint64_t start = AlignDown(p.offset, kIoAlign);
   const uint64_t end = AlignUp(p.offset + kRecordHeaderSize, kIoAlign);
-  AlignedBuffer buf(AllocAligned(end - start));
+  IoBuffer buf(AllocIoBuffer(end - start));
   if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for an erase mark");
   std::lock_guard<std::mutex> l(seg.header_mu);
   SPILLWAY_RETURN_IF_ERROR(io_->Read(seg.file, start, buf.get(), end - start)
@@ -605,7 +597,7 @@ Status FileTier::EraseRange(const Segment& seg, uint64_t offset, uint64_t len) {
   if (st.code() != StatusCode::kNotSupported) return st;
   // No hole punching here: overwrite with zeros (offset and len are aligned).
   const uint64_t chunk = std::min<uint64_t>(len, 1ull << 20);
-  AlignedBuffer zeros(AllocAligned(chunk));
+  IoBuffer zeros(AllocIoBuffer(chunk));
   if (!zeros) return Status::NoSpace("file tier '" + name() + "': out of memory for zeroing");
   std::memset(zeros.get(), 0, chunk);
   for (uint64_t done = 0; done < len; done += chunk) {

@@ -40,15 +40,6 @@ constexpr uint64_t kVerifyBlock = 128ull << 10;
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, AlignedFree>;
-
-std::byte* AllocWindow(uint64_t bytes) {
-  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, std::max<uint64_t>(AlignUp(bytes, kIoAlign), kIoAlign)));
-}
-
 }  // namespace
 
 // One record's aligned read window.
@@ -56,7 +47,7 @@ struct FileTier::ReadWindow {
   SegmentPtr seg;
   uint64_t start = 0, end = 0;
   std::byte* data = nullptr;  // `owned`, or `cached`
-  AlignedBuffer owned;
+  IoBuffer owned;
   IoBufferCache::Lease cached;
   size_t first_req = 0, num_reqs = 0;
 };
@@ -71,7 +62,7 @@ Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow
     w->cached = read_buffers_.Take(w->end - w->start);
     w->data = w->cached.get();
   } else {
-    w->owned.reset(AllocWindow(w->end - w->start));
+    w->owned.reset(AllocIoBuffer(w->end - w->start));
     w->data = w->owned.get();
   }
   if (w->data == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");

@@ -1,5 +1,7 @@
-// IoBufferCache: the aligned buffers a file tier's threads encode slabs into
-// and read records through, shared by the tier instead of kept per thread.
+// Aligned I/O buffers for a file tier: AllocIoBuffer / IoBuffer (memory an
+// O_DIRECT request may use), and IoBufferCache, the buffers a tier's threads
+// encode slabs into and read records through, shared by the tier instead of
+// kept per thread.
 //
 // A fresh 9 MiB slab buffer costs its page faults every time (about 2300),
 // so buffers are reused; but a buffer kept by every thread that ever wrote
@@ -16,12 +18,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "spillway/file_io.h"
 
 namespace spillway {
+
+// `bytes` (at least one kIoAlign block, rounded up to whole blocks) of
+// kIoAlign-aligned memory; null when out of memory. Free with std::free.
+inline std::byte* AllocIoBuffer(uint64_t bytes) {
+  const uint64_t n = (std::max<uint64_t>(bytes, 1) + kIoAlign - 1) / kIoAlign * kIoAlign;
+  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, n));
+}
+struct IoBufferFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using IoBuffer = std::unique_ptr<std::byte, IoBufferFree>;
 
 class IoBufferCache {
  public:
@@ -78,7 +92,7 @@ class IoBufferCache {
       }
     }
     l.size_ = bytes <= max_bytes_ ? std::min(RoundUp(bytes, 1ull << 20), max_bytes_) : bytes;
-    l.data_ = static_cast<std::byte*>(std::aligned_alloc(kIoAlign, RoundUp(std::max<uint64_t>(l.size_, 1), kIoAlign)));
+    l.data_ = AllocIoBuffer(l.size_);
     return l;
   }
 
