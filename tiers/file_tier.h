@@ -92,6 +92,11 @@ class FileTier : public Tier {
   // 0); after Recover, one more than the highest recovered.
   void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
   uint64_t next_sequence() const { return sequence_.load(); }
+  // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
+  // streamed-piece buffers): under process memory pressure.
+  void ReleaseCachedMemory() override;
+  // Idle buffers the tier keeps for reuse (tests, stats).
+  size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
 
   // fdatasyncs every dirty segment and fsyncs the directories; commits no
   // frees. Sync() is this on a scratch tier; on a persistent one it is
@@ -123,15 +128,6 @@ class FileTier : public Tier {
   void FreeImpl(Location& loc) override;
   void RetireImpl(const Location& loc) override;
   Status SyncImpl() override;
-
- public:
-  // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
-  // streamed-piece buffers): under process memory pressure.
-  void ReleaseCachedMemory() override;
-  // Idle buffers the tier keeps for reuse (tests, stats).
-  size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
-
- private:
 
  private:
   struct Stripe {
