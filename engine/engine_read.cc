@@ -227,11 +227,15 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       Unref(pins[i].e);
     }
   };
+  // Ends the kLoading claims of pins [from, to) (the Gets waiting for them
+  // look again) and drops the claims' references. pins[i].e stays valid
+  // after pins[i] is moved from: it is a plain pointer.
   auto end_claims = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {
       if (!claimed[i]) continue;
       EndLoading(pins[i].e);
       Unref(pins[i].e);
+      claimed[i] = 0;
     }
   };
   for (const std::string& k : keys) {
@@ -300,14 +304,8 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       return first;  // handles released here: nothing stays pinned
     }
     for (size_t i = begin; i < end; ++i) {
-      Entry* e = pins[i].e;
       auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), /*wait_for_room=*/prefetch);
-      if (claimed[i]) {
-        // Promoted (or not) now: the Gets waiting for it look again.
-        EndLoading(e);
-        Unref(e);
-        claimed[i] = 0;
-      }
+      end_claims(i, i + 1);  // promoted (or not) now
       if (!h.ok()) {
         if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
         continue;  // Serve dropped this pin itself
