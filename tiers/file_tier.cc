@@ -23,10 +23,12 @@ constexpr uint64_t kSlabBytes = 8ull << 20;
 constexpr uint64_t kPreallocateBytes = 64ull << 20;
 
 // Streamed writes (objects larger than a slab, codec none): pieces of this
-// size, written by kPieceWriters threads at once, each with queue_depth / 2
-// requests in flight. Small pieces let the first one go to the disk while
-// the encoder still copies the rest, and spread one 8 MiB object over
-// several writers. Measured on the H200's local disk (gpu_bench
+// size, written by kPieceWriters threads at once, each piece's
+// io.block_bytes requests submitted together (at most queue_depth / 2: two
+// 1 MiB requests at the defaults, so up to 16 in flight for one object, more
+// when several batches stream at once). Small pieces let the first one go
+// to the disk while the encoder still copies the rest, and spread one 8 MiB
+// object over several writers. Measured on the H200's local disk (gpu_bench
 // --engine-only, gpu -> host -> file, each round against a disk reference
 // written just before it, 2026-12-01 18:30 UTC): 8 MiB pieces, 4 writers and
 // 4 batches in flight moved 0.84x / 0.83x (two runs) of the disk for 8 MiB
