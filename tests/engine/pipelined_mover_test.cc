@@ -431,12 +431,8 @@ TEST_CASE("a Get of a key a Prefetch is reading waits for that read instead of r
   TempDir dir("mover");
   auto io = MakeFileIo();
   GateReadsIo gate(io.get());
-  EngineOptions o;
-  o.file_io = &gate;
-  Config c = HostFileChain(dir.path(), 8 << 20, 256 << 20);
-  auto opened = Engine::Open(c, o);
-  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
-  auto& e = *opened;
+  // No scheduler given: the engine's own background mover.
+  auto e = OpenWith(HostFileChain(dir.path(), 8 << 20, 256 << 20), /*s=*/nullptr, &gate);
   for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
   REQUIRE(e->Flush().ok());
   REQUIRE(e->TierOf("k0") == 1);
