@@ -17,6 +17,7 @@ Bounded: every wait has a timeout; all processes are killed at the end.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -89,6 +90,25 @@ class Procs:
                 except ProcessLookupError:
                     pass
                 p.wait(10)
+
+
+# Dask's own shutdown race: a heartbeat already in flight when the worker closes its
+# scheduler connection logs this record with a traceback (distributed's worker.py
+# heartbeat; reported upstream, e.g. dask/distributed#7192). It is not ours to fix.
+DASK_SHUTDOWN_NOISE = "Failed to communicate with scheduler during heartbeat"
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ - ", re.M)
+SPILLWAY_FRAME = re.compile(r'File "[^"]*spillway[^"]*"')
+
+
+def unexpected_tracebacks(log):
+    """The log records that carry a traceback, less Dask's known heartbeat-at-close one.
+
+    A record starts at a `2026-12-01 20:49:23,363 - ` prefix and runs to the next; a
+    traceback that touches spillway's code is never excused."""
+    starts = [m.start() for m in LOG_RECORD.finditer(log)] + [len(log)]
+    records = [log[:starts[0]]] + [log[a:b] for a, b in zip(starts, starts[1:])]
+    return [r for r in records if "Traceback" in r
+            and (DASK_SHUTDOWN_NOISE not in r.split("\n", 1)[0] or SPILLWAY_FRAME.search(r))]
 
 
 def wait_for(pred, timeout, what):
@@ -230,4 +250,5 @@ def test_cli_cluster_clean_shutdown_leaves_nothing(cluster, request):
     for i in info.values():
         assert not os.path.exists(i["local"]), f"worker directory {i['local']} left after a clean shutdown"
     for name, _, _ in WORKERS:
-        assert "Traceback" not in procs.log(name), procs.log(name)[-3000:]
+        bad = unexpected_tracebacks(procs.log(name))
+        assert not bad, "\n".join(bad)[-3000:]
