@@ -32,8 +32,8 @@ struct Owned {
 
 TEST_CASE("an adopted object is read in place and released once when erased") {
   TempDir dir("adopt");
+  Owned o(100 << 10, 1);  // declared first: outlives the engine that adopts it
   auto e = OpenOrDie(HostFileChain(dir.path(), 4 << 20, 64 << 20));
-  Owned o(100 << 10, 1);
   REQUIRE(e->PutHostAllocation("a", o.bytes.data(), {1000, (100 << 10) - 1000}, o.Release()).ok());
   const EngineStats stats = e->Stats();  // TierNamed returns a reference into it
   const TierStats& host = TierNamed(stats, "host");
@@ -54,8 +54,8 @@ TEST_CASE("an adopted object is read in place and released once when erased") {
 
 TEST_CASE("an adopted object is demoted to the file tier, released after the move, and reads back") {
   TempDir dir("adopt");
+  std::vector<std::unique_ptr<Owned>> objs;  // declared first: outlives the engine
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
-  std::vector<std::unique_ptr<Owned>> objs;
   for (int i = 0; i < 8; ++i) {  // 8 x 256 KiB into a 1 MiB host tier
     objs.push_back(std::make_unique<Owned>(256 << 10, 10 + i));
     REQUIRE(e->PutHostAllocation("k" + std::to_string(i), objs.back()->bytes.data(), {256 << 10},
@@ -77,8 +77,8 @@ TEST_CASE("an adopted object is demoted to the file tier, released after the mov
 
 TEST_CASE("replacing an adopted object releases it; no host room copies it down and releases at once") {
   TempDir dir("adopt");
+  Owned a(1000, 1), b(1000, 2), big(2 << 20, 3);  // declared first: outlive the engine
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
-  Owned a(1000, 1), b(1000, 2), big(2 << 20, 3);
   REQUIRE(e->PutHostAllocation("k", a.bytes.data(), {1000}, a.Release()).ok());
   REQUIRE(e->PutHostAllocation("k", b.bytes.data(), {1000}, b.Release()).ok());
   CHECK(a.releases == 1);
@@ -86,18 +86,24 @@ TEST_CASE("replacing an adopted object releases it; no host room copies it down 
   REQUIRE(e->PutHostAllocation("big", big.bytes.data(), {2 << 20}, big.Release()).ok());
   CHECK(big.releases == 1);  // larger than the host tier: stored as a copy in the file tier
   CHECK(TierNamed(e->Stats(), "disk").objects == 1);
-  auto h = e->Get("big");
-  REQUIRE(h.ok());
-  CHECK(h->buffer(0).data() != big.bytes.data());
-  CHECK(HandleEquals(*h, big.bytes));
+  {
+    auto h = e->Get("big");
+    REQUIRE(h.ok());
+    CHECK(h->buffer(0).data() != big.bytes.data());
+    CHECK(HandleEquals(*h, big.bytes));
+  }  // a Handle must not outlive its engine
   CHECK(e->PutHostAllocation(std::string(1 << 20, 'x'), a.bytes.data(), {1000}, a.Release()).code() == StatusCode::kInvalidArgument);
   CHECK(a.releases == 2);  // released on failure too
+  e.reset();
+  CHECK(b.releases == 1);  // the engine's close releases what it still holds
 }
 
 TEST_CASE("the background mover releases adopted memory on its own thread") {
   TempDir dir("adopt");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20), /*background=*/true);
+  // Declared before the engine, so that the memory outlives it: at the end of
+  // the case the engine releases what its host tier still holds, on close.
   std::vector<std::unique_ptr<Owned>> objs;
+  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20), /*background=*/true);
   for (int i = 0; i < 16; ++i) {
     objs.push_back(std::make_unique<Owned>(128 << 10, 50 + i));
     REQUIRE(e->PutHostAllocation("m" + std::to_string(i), objs.back()->bytes.data(), {128 << 10},
@@ -114,6 +120,8 @@ TEST_CASE("the background mover releases adopted memory on its own thread") {
     REQUIRE(h.ok());
     CHECK(HandleEquals(*h, objs[i]->bytes));
   }
+  e.reset();
+  for (auto& o : objs) CHECK(o->releases == 1);
 }
 
 TEST_CASE("TierOf follows an object down the chain") {
