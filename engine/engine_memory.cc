@@ -44,7 +44,7 @@ uint64_t EngineCore::MemoryPressure(int t) {
         last_heap_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
       // What earlier demotions freed may still sit in the allocator, and
       // the file tiers keep idle I/O buffers for reuse.
-      for (auto& t : tiers_) t->ReleaseCachedMemory();
+      for (auto& each : tiers_) each->ReleaseCachedMemory();
       TrimProcessHeap();
       rss = ProcessResidentBytes();
     }
