@@ -42,12 +42,13 @@ struct FioResult {
 // and reads stop after 10 s at most. fio's JSON output:
 // jobs[0].{read,write}.bw_bytes.
 FioResult RunFio(const std::string& file, const std::string& rw, const std::string& engine, uint64_t bs,
-                 int iodepth, uint64_t size, uint64_t io_size = 0) {
+                 int iodepth, uint64_t size, uint64_t io_size = 0, const std::string& extra = "") {
   FioResult r;
   std::string cmd = "fio --name=ref --filename=" + ShellQuote(file) + " --rw=" + rw +
                     " --bs=" + std::to_string(bs) + " --iodepth=" + std::to_string(iodepth) +
                     " --ioengine=" + engine + " --direct=1 --numjobs=1 --size=" + std::to_string(size);
   if (io_size) cmd += " --io_size=" + std::to_string(io_size) + " --runtime=10";
+  if (!extra.empty()) cmd += " " + extra;
   r.command = cmd;
   cmd += " --output-format=json";
   int rc = 0;
@@ -518,15 +519,16 @@ void RunSpillSection(Context& ctx) {
     }
     return read_bs.size() - 1;
   };
-  std::string cmd_w, cmd_w64, cmd_ps;
+  std::string cmd_w, cmd_w64, cmd_wf, cmd_ps;
   std::vector<std::string> cmd_rr(read_bs.size()), cmd_r1(read_bs.size());
   const size_t ns = sizes.size();
   std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, pw = wr, pr = wr,
                                    erase_us = wr;
   // References per object size and repetition, each measured right before
   // that size's engine run: fio io_uring write at depth 32 (the target's
-  // ceiling) and 64, fio randread at the size's block size.
-  std::vector<std::vector<double>> fio_ws = wr, fio_w64s = wr, fio_rrs = wr, fio_r1s = wr;
+  // ceiling) and 64, the depth-32 write with --end_fsync=1, fio randread at
+  // the size's block size.
+  std::vector<std::vector<double>> fio_ws = wr, fio_w64s = wr, fio_wfs = wr, fio_rrs = wr, fio_r1s = wr;
   std::vector<std::string> size_errors(ns), peer_errors(ns);
   std::string fio_error, peer_impl, diag_error;
   const std::vector<uint64_t> diag_sizes = {4 * kKiB, kMiB, 64 * kMiB};
@@ -575,17 +577,21 @@ void RunSpillSection(Context& ctx) {
         FioResult w = RunFio(fio_file, "write", "io_uring", kMiB, 32, total);
         std::filesystem::remove(fio_file);
         FioResult w64 = RunFio(fio_file, "write", "io_uring", kMiB, 64, total);
+        std::filesystem::remove(fio_file);
+        // The same write made durable at its end, as the engine's figure is
+        // (its time runs to the return of Flush, after fdatasync).
+        FioResult wf = RunFio(fio_file, "write", "io_uring", kMiB, 32, total, 0, "--end_fsync=1");
         FioResult q = RunFio(fio_file, "randread", "io_uring", read_bs[b], kReaders, total, read_cap);
         FioResult one = RunFio(fio_file, "randread", "psync", read_bs[b], 1, total, single_cap);
         std::filesystem::remove(fio_file);
-        cmd_w = w.command, cmd_w64 = w64.command, cmd_rr[b] = q.command, cmd_r1[b] = one.command;
-        fio_ws[s][r] = w.bytes_per_s, fio_w64s[s][r] = w64.bytes_per_s;
+        cmd_w = w.command, cmd_w64 = w64.command, cmd_wf = wf.command, cmd_rr[b] = q.command, cmd_r1[b] = one.command;
+        fio_ws[s][r] = w.bytes_per_s, fio_w64s[s][r] = w64.bytes_per_s, fio_wfs[s][r] = wf.bytes_per_s;
         fio_rrs[s][r] = q.bytes_per_s, fio_r1s[s][r] = one.bytes_per_s;
-        for (auto* f : {&w, &w64, &q, &one}) {
+        for (auto* f : {&w, &w64, &wf, &q, &one}) {
           if (!f->error.empty() && fio_error.empty()) fio_error = f->error;
         }
         runs.push_back({{"rep", r}, {"before_object_bytes", size}, {"fio_uring_write_Bps", w.bytes_per_s},
-                        {"fio_uring_write_qd64_Bps", w64.bytes_per_s},
+                        {"fio_uring_write_qd64_Bps", w64.bytes_per_s}, {"fio_uring_write_end_fsync_Bps", wf.bytes_per_s},
                         {"fio_randread_" + std::to_string(read_bs[b]) + "_qd" + std::to_string(kReaders) + "_Bps",
                          q.bytes_per_s},
                         {"fio_psync_randread_" + std::to_string(read_bs[b]) + "_qd1_Bps", one.bytes_per_s}});
@@ -663,6 +669,9 @@ void RunSpillSection(Context& ctx) {
   rep.Add(with_command(Row{"spill.fio.uring_write64", 1, "fio io_uring O_DIRECT write, 1 MiB, QD64",
                            Median(gbs(all_of(fio_w64s))), "GB/s", "", kNaN, kNaN, kNaN, Better::kHigher, "",
                            fio_missing, gbs(all_of(fio_w64s))}, cmd_w64));
+  rep.Add(with_command(Row{"spill.fio.uring_write_fsync", 1, "fio io_uring O_DIRECT write, 1 MiB, QD32, fsync at the end",
+                           Median(gbs(all_of(fio_wfs))), "GB/s", "", kNaN, kNaN, kNaN, Better::kHigher, "",
+                           fio_missing, gbs(all_of(fio_wfs))}, cmd_wf));
   rep.Add(with_command(Row{"spill.fio.psync_write", 1, "fio psync O_DIRECT write, 1 MiB", Median(gbs(fio_ps)), "GB/s",
                            "", kNaN, kNaN, kNaN, Better::kHigher, "", fio_missing, gbs(fio_ps)}, cmd_ps));
   for (size_t b = 0; b < read_bs.size(); ++b) {
@@ -700,11 +709,12 @@ void RunSpillSection(Context& ctx) {
     const std::string tag = name.substr(0, name.find(' ')) + name.substr(name.find(' ') + 1);
     const size_t b = bs_index(sizes[s]);
     const std::string bs_name = SizeName(read_bs[b]);
-    std::vector<double> ratio_w(reps), ratio_w64(reps), ratio_ps(reps), ratio_r(reps), ratio_r1(reps),
+    std::vector<double> ratio_w(reps), ratio_w64(reps), ratio_wf(reps), ratio_ps(reps), ratio_r(reps), ratio_r1(reps),
         ratio_peer(reps);
     for (int r = 0; r < reps; ++r) {
       ratio_w[r] = Ratio(wr[s][r], fio_ws[s][r]);
       ratio_w64[r] = Ratio(wr[s][r], fio_w64s[s][r]);
+      ratio_wf[r] = Ratio(wr[s][r], fio_wfs[s][r]);
       ratio_ps[r] = Ratio(wr[s][r], fio_ps[r]);
       ratio_r[r] = Ratio(rd[s][r], fio_rrs[s][r]);
       ratio_r1[r] = Ratio(rd1[s][r], fio_r1s[s][r]);
@@ -719,6 +729,10 @@ void RunSpillSection(Context& ctx) {
     rep.Add(with_command(Row{"spill.write_qd64." + tag, 1, "host -> file spill, " + name + " objects",
                              Median(gbs(wr[s])), "GB/s", "fio io_uring write 1 MiB QD64", Median(gbs(fio_w64s[s])),
                              Median(ratio_w64), kNaN, Better::kHigher, "", size_errors[s], gbs(wr[s])}, cmd_w64));
+    rep.Add(with_command(Row{"spill.write_fsync." + tag, 1, "host -> file spill, " + name + " objects",
+                             Median(gbs(wr[s])), "GB/s", "fio io_uring write 1 MiB QD32, end_fsync",
+                             Median(gbs(fio_wfs[s])), Median(ratio_wf), kNaN, Better::kHigher, "", size_errors[s],
+                             gbs(wr[s])}, cmd_wf));
     rep.Add(with_command(Row{"spill.write_psync." + tag, 1, "host -> file spill, " + name + " objects",
                              Median(gbs(wr[s])), "GB/s", "fio psync write", Median(gbs(fio_ps)), Median(ratio_ps), kNaN,
                              Better::kHigher, "", size_errors[s], gbs(wr[s])}, cmd_ps));
@@ -763,7 +777,9 @@ void RunSpillSection(Context& ctx) {
            "thread Gets the next " + SizeName(single_cap) + " (its figure: bytes / time inside Get, the comparison "
            "with the source between Gets left out). References, measured right before each object size's engine run "
            "(the disk drifts by tens of percent within minutes), each ratio taken per repetition: fio io_uring "
-           "write at depth 32 (the target's) and 64 on a fresh " + SizeName(total) + " file, then fio randread on "
+           "write at depth 32 (the target's) and 64 on a fresh " + SizeName(total) + " file, the depth-32 write "
+           "again with --end_fsync=1 (durable at its end, as the engine's figure is after Flush's fdatasync; "
+           "a diagnostic, not the target's reference), then fio randread on "
            "it (larger than the engine's memory tiers) at the object's size as block size (1 MiB for larger "
            "objects), io_uring at queue depth 4 (the readers) and psync at depth 1 (the single reader); the exact "
            "fio command of each reference is printed under its row. Erase: 64 spilled objects erased "
