@@ -4,8 +4,9 @@
 # clears them, verifies every key, closes the engine cleanly, reopens it and
 # verifies every key again; every seed must end with lost 0 and corrupt 0
 # (after the reopen: 0 lost, 0 stale, 0 resurrected, 0 corrupt). Each seed
-# starts on fresh directories. CI runs SPILLWAY_STRESS_SEEDS (default 10) seeds of
-# SPILLWAY_STRESS_OPS (default 10000) ops; the long mode (docs/reliability.md) is
+# starts on fresh directories. By default it runs SPILLWAY_STRESS_SEEDS (10)
+# seeds of SPILLWAY_STRESS_OPS (10000) ops; CTest runs the same seeds 1-10 as
+# five entries of two seeds each (tests.cmake). The long mode (docs/reliability.md) is
 #   SPILLWAY_STRESS_SEEDS=100 bash tests/reliability/stress_faults_test.sh build/bin/spillway .
 # $1 = spillway CLI, $2 = source dir.
 set -uo pipefail
