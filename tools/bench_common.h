@@ -169,6 +169,13 @@ Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_byt
 // fresh SpillChain(dir, host_bytes, ...), Flush, then (read_bytes > 0) read
 // the oldest read_bytes of objects back from the file tier with 4 threads,
 // comparing each with its source, and erase a sample of 64.
+// What the disk did during a spill (bench_spill.cc's timing FileIo).
+struct DiskTimeline {
+  double busy_fraction = kNaN;        // of the wall time, some write in flight
+  double idle_s = 0;                  // the rest
+  uint64_t idle_gaps = 0;             // idle stretches between writes
+  double inflight_mean_bytes = kNaN;  // while busy
+};
 struct SpillRun {
   // raw bytes that reached the file tier (demoted, or placed there by a Put
   // that found the host tier full) / wall_s
@@ -186,6 +193,7 @@ struct SpillRun {
   std::string io_engine;
   double io_write_s = 0, io_read_s = 0, io_allocate_s = 0, io_sync_s = 0;  // summed over threads
   uint64_t io_write_batches = 0, io_written_bytes = 0;
+  DiskTimeline disk;  // first Put to the return of Flush
   double erase_p50_us = kNaN, erase_punch_s = 0;  // Erase of spilled objects (a sample of 64)
   uint64_t erase_punches = 0;
   std::string error;  // empty when every step worked and every byte matched

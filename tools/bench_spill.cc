@@ -12,6 +12,7 @@
 // of 4 reader threads Getting them (promote_on_read off), every object
 // compared byte for byte with its source.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "spillway/engine.h"
 #include "codecs/codec.h"
@@ -143,8 +145,46 @@ class TimedFileIo : public FileIoWrapper {
     uint64_t bytes = 0;
     for (const IoRequest& q : r) bytes += q.len;
     (write ? write_bytes : read_bytes).fetch_add(bytes, std::memory_order_relaxed);
+    if (write && record_writes.load(std::memory_order_relaxed)) {
+      std::lock_guard<std::mutex> l(writes_mu);
+      writes.push_back({since, Now(), static_cast<double>(bytes)});
+    }
   }
 
+  // The disk's write activity over [from, to], from the recorded
+  // submissions: the share of the time at least one write was in flight,
+  // the idle stretches between them, and the bytes in flight on average
+  // while any was (each submission's bytes over its whole wait: an upper
+  // bound while its requests complete one by one).
+  DiskTimeline Timeline(double from, double to) {
+    std::vector<std::array<double, 3>> w;
+    {
+      std::lock_guard<std::mutex> l(writes_mu);
+      w = writes;
+    }
+    DiskTimeline d;
+    if (w.empty() || to <= from) return d;
+    std::sort(w.begin(), w.end());
+    double busy = 0, byte_time = 0, start = w[0][0], end = w[0][1];
+    for (const auto& x : w) {
+      byte_time += x[2] * (x[1] - x[0]);
+      if (x[0] > end) {
+        busy += end - start;
+        d.idle_gaps++;
+        start = x[0];
+      }
+      end = std::max(end, x[1]);
+    }
+    busy += end - start;
+    d.busy_fraction = busy / (to - from);
+    d.idle_s = (to - from) - busy;
+    d.inflight_mean_bytes = busy > 0 ? byte_time / busy : kNaN;
+    return d;
+  }
+
+  std::atomic<bool> record_writes{false};
+  std::mutex writes_mu;
+  std::vector<std::array<double, 3>> writes;  // start, end (Now()), bytes of each write submission
   std::atomic<bool> skip_punch{false};
   std::atomic<uint64_t> write_ns{0}, read_ns{0}, write_batches{0}, read_batches{0}, write_bytes{0}, read_bytes{0};
   std::atomic<uint64_t> punch_ns{0}, punches{0}, allocate_ns{0}, sync_ns{0};
@@ -174,6 +214,7 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
     engine.reset();
     r.close_s = Now() - tc;
   };
+  io.record_writes = true;
   const double t0 = Now();
   for (uint64_t i = 0; i < count; ++i) {
     Status st = engine->Put(SpillKey(i), pool.Slice(i, size));
@@ -191,6 +232,8 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
     close();
     return r;
   }
+  io.record_writes = false;
+  r.disk = io.Timeline(t0, t2);
   r.put_s = t1 - t0;
   r.flush_s = t2 - t1;
   r.wall_s = t2 - t0;
@@ -311,6 +354,31 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   r.erase_punch_s = (io.punch_ns.load() - punch_ns0) / 1e9;
   close();
   return r;
+}
+
+// The caller's side alone: `count` Puts of `size` into a host-only engine
+// with room for all of them (nothing demotes), raw bytes / time. The most
+// a single caller's Puts can move, whatever the disk does.
+double PutAlone(const DataPool& pool, uint64_t size, uint64_t count) {
+  Config c;
+  c.source = "<spillway bench: Put alone>";
+  c.tiers.push_back(BenchHostTier(count * (size + kKiB) + 64 * kMiB));
+  auto opened = Engine::Open(c, EngineOptions{});
+  if (!opened.ok()) return kNaN;
+  std::unique_ptr<Engine> engine = std::move(*opened);
+  // An untimed pass first, then erased: the timed Puts get memory the
+  // process has touched before, as a spill's Puts do once its first objects
+  // have been demoted (in a VM a page's first touch can cost more than its copy).
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!engine->Put(SpillKey(i), pool.Slice(i, size)).ok()) return kNaN;
+  }
+  for (uint64_t i = 0; i < count; ++i) (void)engine->Erase(SpillKey(i));
+  const double t0 = Now();
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!engine->Put(SpillKey(i), pool.Slice(i, size)).ok()) return kNaN;
+  }
+  const double s = Now() - t0;
+  return s > 0 ? static_cast<double>(count) * size / s : kNaN;
 }
 
 namespace {
@@ -523,7 +591,7 @@ void RunSpillSection(Context& ctx) {
   std::vector<std::string> cmd_rr(read_bs.size()), cmd_r1(read_bs.size());
   const size_t ns = sizes.size();
   std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, pw = wr, pr = wr,
-                                   erase_us = wr;
+                                   erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr;
   // References per object size and repetition, each measured right before
   // that size's engine run: fio io_uring write at depth 32 (the target's
   // ceiling) and 64, the depth-32 write with --end_fsync=1, fio randread at
@@ -608,6 +676,9 @@ void RunSpillSection(Context& ctx) {
         size_errors[s] = sr.error;
       }
       erase_us[s][r] = sr.erase_p50_us;
+      disk_busy[s][r] = 100 * sr.disk.busy_fraction;
+      disk_inflight[s][r] = sr.disk.inflight_mean_bytes / kMiB;
+      put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
       runs.push_back({{"rep", r}, {"object_bytes", size}, {"objects", count}, {"host_tier_bytes", host},
                       {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"single_read_Bps", sr.single_read_bps},
                       {"single_read_objects", sr.single_read_objects}, {"put_s", sr.put_s},
@@ -618,6 +689,9 @@ void RunSpillSection(Context& ctx) {
                       {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
                       {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
                       {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
+                      {"disk_busy_fraction", sr.disk.busy_fraction}, {"disk_idle_s", sr.disk.idle_s},
+                      {"disk_idle_gaps", sr.disk.idle_gaps}, {"disk_inflight_mean_bytes", sr.disk.inflight_mean_bytes},
+                      {"put_alone_Bps", put_alone[s][r]},
                       {"erase_p50_us", sr.erase_p50_us}, {"erase_punches", sr.erase_punches},
                       {"erase_punch_s", sr.erase_punch_s}, {"error", sr.error}});
       if (peer) {
@@ -736,6 +810,16 @@ void RunSpillSection(Context& ctx) {
     rep.Add(with_command(Row{"spill.write_psync." + tag, 1, "host -> file spill, " + name + " objects",
                              Median(gbs(wr[s])), "GB/s", "fio psync write", Median(gbs(fio_ps)), Median(ratio_ps), kNaN,
                              Better::kHigher, "", size_errors[s], gbs(wr[s])}, cmd_ps));
+    std::vector<double> ratio_pa(reps);
+    for (int r = 0; r < reps; ++r) ratio_pa[r] = Ratio(put_alone[s][r], fio_ws[s][r]);
+    rep.Add(Row{"spill.diag.put_alone." + tag, 1, "(diagnostic) Put alone into a host tier with room, " + name + " objects",
+                Median(gbs(put_alone[s])), "GB/s", "fio io_uring write 1 MiB QD32", Median(gbs(fio_ws[s])),
+                Median(ratio_pa), kNaN, Better::kHigher, "", size_errors[s], gbs(put_alone[s])});
+    rep.Add(Row{"spill.diag.disk_busy." + tag, 1, "(diagnostic) disk busy writing during the spill, " + name + " objects",
+                Median(disk_busy[s]), "%", "", kNaN, kNaN, kNaN, Better::kHigher, "", size_errors[s], disk_busy[s]});
+    rep.Add(Row{"spill.diag.disk_inflight." + tag, 1,
+                "(diagnostic) bytes in flight while the disk was busy, " + name + " objects", Median(disk_inflight[s]),
+                "MiB", "", kNaN, kNaN, kNaN, Better::kHigher, "", size_errors[s], disk_inflight[s]});
     rep.Add(with_command(Row{"spill.read." + tag, 1,
                              "file -> host read-back, " + name + " objects (" + std::to_string(kReaders) + " readers)",
                              Median(gbs(rd[s])), "GB/s", "fio randread " + bs_name + " QD" + std::to_string(kReaders),
@@ -783,7 +867,11 @@ void RunSpillSection(Context& ctx) {
            "it (larger than the engine's memory tiers) at the object's size as block size (1 MiB for larger "
            "objects), io_uring at queue depth 4 (the readers) and psync at depth 1 (the single reader); the exact "
            "fio command of each reference is printed under its row. Erase: 64 spilled objects erased "
-           "one by one after the read-back.");
+           "one by one after the read-back. Diagnostics per size: Put alone = the same Puts (at most " +
+           SizeName(diag_total) + ") into a host-only engine with room for all of them, the caller's ceiling; disk "
+           "busy = the share of the spill's wall time in which at least one write submission of the file tier was "
+           "in flight (the JSON has the idle gaps), and the bytes in flight on average while one was (each "
+           "submission counted over its whole wait); fio keeps 32 MiB in flight.");
   if (peer) {
     rep.Note("Section 5: the peer (" + (peer_impl.empty() ? std::string("bench/zict_peer.py") : peer_impl) +
              " under " + o.python + ") pickles each numpy object (protocol 5, buffers out of band) and writes one "
