@@ -18,7 +18,7 @@ uint64_t DemotionPolicy::Want(const Tier& from, const Tier& to, const BoundaryLo
   }
   if (load.waiting_bytes > 0) {
     const uint64_t queue_full = static_cast<uint64_t>(MaxInflight(to)) * BatchBytes(from, to);
-    target = std::max(target, std::min(queue_full, std::max(load.waiting_bytes, MinBatchBytes(from))));
+    target = std::max(target, std::min(queue_full, std::max(load.waiting_bytes, WaitingBatchBytes(from))));
   }
   target = std::max({target, load.requested_bytes, load.pressure_bytes});
   return target > load.inflight_bytes ? target - load.inflight_bytes : 0;
@@ -31,6 +31,10 @@ uint64_t DemotionPolicy::BatchBytes(const Tier& from, const Tier& to) const {
 
 uint64_t DemotionPolicy::MinBatchBytes(const Tier& tier) {
   return std::min<uint64_t>(64ull << 20, tier.capacity_bytes() / 4);
+}
+
+uint64_t DemotionPolicy::WaitingBatchBytes(const Tier& tier) {
+  return std::min<uint64_t>(64ull << 20, tier.capacity_bytes() / 2);
 }
 
 int DemotionPolicy::MaxInflight(const Tier& to) const { return to.is_memory() ? 2 : kMaxInflightPerBoundary; }

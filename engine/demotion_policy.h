@@ -30,9 +30,9 @@ class DemotionPolicy {
   // about to reserve, so the next batch starts while a caller copies its
   // object in, not after. While callers wait (the tier below is the
   // bottleneck), at least MaxInflight batches are wanted, so the disk queue
-  // stays full until nobody waits, but no more than MinBatchBytes beyond
-  // what the waiters need: in a small tier, MaxInflight batches would be
-  // the whole tier, and one waiting caller would empty it.
+  // stays full until nobody waits, but no more than WaitingBatchBytes
+  // beyond what the waiters need: in a small tier, MaxInflight batches
+  // would be the whole tier, and one waiting caller would empty it.
   uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // Raw bytes per batch from `from` to `to` (the first tier below): one
   // batch into a file tier fills one write slab (8 MiB: io.block_bytes
@@ -47,6 +47,15 @@ class DemotionPolicy {
   int MaxInflight(const Tier& to) const;
   // min(64 MiB, capacity / 4): the least a watermark crossing demotes.
   static uint64_t MinBatchBytes(const Tier& tier);
+  // min(64 MiB, capacity / 2): what stays in flight, at least, while
+  // callers wait for room. Half a small tier (below 256 MiB), not the
+  // quarter it was: with a 64 MiB host tier a quarter kept two 8 MiB
+  // batches in flight, and 64 KiB objects spilled at 0.62x and 0.70x of
+  // fio (two runs, 11.2-11.5 MiB in flight while the disk was busy); with
+  // half, 0.78x and 0.95x (15.8-16.6 MiB in flight). H200, spillway bench
+  // section 1 with 3 repetitions each, 2026-12-02, the four runs in one
+  // session, each against fio in the same run.
+  static uint64_t WaitingBatchBytes(const Tier& tier);
   // Raw bytes a caller demotes on its own thread (engines without a
   // background scheduler) to reserve `need` bytes: what it needs, and at
   // least one batch, so the tier below still receives large writes.

@@ -126,14 +126,14 @@ TEST_CASE("DemotionPolicy: a waiting caller keeps the disk queue full, but a sma
   CHECK(p.Want(big, file, waiting) == static_cast<uint64_t>(p.MaxInflight(file)) * p.BatchBytes(big, file));
   big.Unreserve(512 << 20);
   // 16 MiB tier: MaxInflight batches of capacity / 8 would be all of it;
-  // it gets MinBatchBytes (capacity / 4) instead.
+  // it gets WaitingBatchBytes (capacity / 2) instead.
   HostTier small(HostTierConfig("small", 16 << 20), 0, nullptr);
   small.ForceReserve(8 << 20);
   REQUIRE(static_cast<uint64_t>(p.MaxInflight(file)) * p.BatchBytes(small, file) >= (16u << 20));
-  CHECK(p.Want(small, file, waiting) == (4u << 20));
+  CHECK(p.Want(small, file, waiting) == (8u << 20));
   // A waiter needing more than that gets what it needs.
-  waiting.waiting_bytes = 6 << 20;
-  CHECK(p.Want(small, file, waiting) == (6u << 20));
+  waiting.waiting_bytes = 12 << 20;
+  CHECK(p.Want(small, file, waiting) == (12u << 20));
   small.Unreserve(8 << 20);
 }
 
