@@ -60,6 +60,17 @@ class GatedScheduler final : public Scheduler {
     std::lock_guard<std::mutex> l(mu_);
     return tasks_.size();
   }
+  // Declared after the engine it feeds, runs what is still queued before
+  // the engine closes. The mover's Stop waits for the batches in flight and
+  // never runs a background scheduler's queue itself, so a test that ended
+  // early (a failed REQUIRE) hung until CTest's timeout instead of failing.
+  struct RunQueuedAtExit {
+    GatedScheduler& sched;
+    ~RunQueuedAtExit() {
+      while (sched.RunOne()) {
+      }
+    }
+  };
 
  private:
   std::mutex mu_;
@@ -189,6 +200,7 @@ TEST_CASE("a Put that finds the tier full waits for one batch, not for every bat
   TempDir dir("mover");
   GatedScheduler sched;
   auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
+  GatedScheduler::RunQueuedAtExit drain{sched};
   // 40 x 100 KiB = 4000 KiB of 4096: the next Put does not fit.
   for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
   const size_t queued = sched.queued();
@@ -219,6 +231,7 @@ TEST_CASE("batches whose every object was erased while in flight leave the bound
   Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
   c.tiers[0].watermarks = {0.3, 0.2};
   auto e = OpenWith(c, &sched);
+  GatedScheduler::RunQueuedAtExit drain{sched};
   internal::Mover& mover = Core(*e).mover();
   int put = 0;
   while (mover.state(0).inflight_batches < internal::DemotionPolicy().MaxInflight(Core(*e).tier(1)) && put < 36) {
