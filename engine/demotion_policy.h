@@ -52,9 +52,11 @@ class DemotionPolicy {
   // quarter it was: with a 64 MiB host tier a quarter kept two 8 MiB
   // batches in flight, and 64 KiB objects spilled at 0.62x and 0.70x of
   // fio (two runs, 11.2-11.5 MiB in flight while the disk was busy); with
-  // half, 0.78x and 0.95x (15.8-16.6 MiB in flight). H200, spillway bench
-  // section 1 with 3 repetitions each, 2026-12-02, the four runs in one
-  // session, each against fio in the same run.
+  // half, 0.80x for this code and 0.78x / 0.95x for two variants that also
+  // halved MinBatchBytes (15.8-16.6 MiB in flight). H200, spillway bench
+  // section 1 with 3 repetitions each, 2026-12-02, five runs in one
+  // afternoon, each against fio in the same run
+  // (bench/results/h200-2026-12-02-policy.md).
   static uint64_t WaitingBatchBytes(const Tier& tier);
   // Raw bytes a caller demotes on its own thread (engines without a
   // background scheduler) to reserve `need` bytes: what it needs, and at

@@ -165,10 +165,6 @@ TierConfig BenchHostTier(uint64_t capacity);
 Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_bytes,
                   CodecKind codec = CodecKind::kNone);
 
-// One spill run: Put `count` objects of `size` bytes (DataPool slices) into a
-// fresh SpillChain(dir, host_bytes, ...), Flush, then (read_bytes > 0) read
-// the oldest read_bytes of objects back from the file tier with 4 threads,
-// comparing each with its source, and erase a sample of 64.
 // What the disk did during a spill (bench_spill.cc's timing FileIo).
 struct DiskTimeline {
   double busy_fraction = kNaN;        // of the wall time, some write in flight
@@ -176,6 +172,11 @@ struct DiskTimeline {
   uint64_t idle_gaps = 0;             // idle stretches between writes
   double inflight_mean_bytes = kNaN;  // while busy
 };
+
+// One spill run: Put `count` objects of `size` bytes (DataPool slices) into a
+// fresh SpillChain(dir, host_bytes, ...), Flush, then (read_bytes > 0) read
+// the oldest read_bytes of objects back from the file tier with 4 threads,
+// comparing each with its source, and erase a sample of 64.
 struct SpillRun {
   // raw bytes that reached the file tier (demoted, or placed there by a Put
   // that found the host tier full) / wall_s

@@ -356,6 +356,8 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   return r;
 }
 
+namespace {
+
 // The caller's side alone: `count` Puts of `size` into a host-only engine
 // with room for all of them (nothing demotes), raw bytes / time. The most
 // a single caller's Puts can move, whatever the disk does.
@@ -366,22 +368,22 @@ double PutAlone(const DataPool& pool, uint64_t size, uint64_t count) {
   auto opened = Engine::Open(c, EngineOptions{});
   if (!opened.ok()) return kNaN;
   std::unique_ptr<Engine> engine = std::move(*opened);
+  auto put_all = [&] {
+    for (uint64_t i = 0; i < count; ++i) {
+      if (!engine->Put(SpillKey(i), pool.Slice(i, size)).ok()) return false;
+    }
+    return true;
+  };
   // An untimed pass first, then erased: the timed Puts get memory the
   // process has touched before, as a spill's Puts do once its first objects
   // have been demoted (in a VM a page's first touch can cost more than its copy).
-  for (uint64_t i = 0; i < count; ++i) {
-    if (!engine->Put(SpillKey(i), pool.Slice(i, size)).ok()) return kNaN;
-  }
+  if (!put_all()) return kNaN;
   for (uint64_t i = 0; i < count; ++i) (void)engine->Erase(SpillKey(i));
   const double t0 = Now();
-  for (uint64_t i = 0; i < count; ++i) {
-    if (!engine->Put(SpillKey(i), pool.Slice(i, size)).ok()) return kNaN;
-  }
+  if (!put_all()) return kNaN;
   const double s = Now() - t0;
   return s > 0 ? static_cast<double>(count) * size / s : kNaN;
 }
-
-namespace {
 
 // The file tier alone: FileTier::Store of `count` host objects of `size`
 // bytes in batches of `batch_bytes` (the mover's pass is at most 64 MiB), no
