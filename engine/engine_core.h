@@ -134,11 +134,14 @@ class EngineCore final : public Engine {
   // result holds only a reference (release it with Unref).
   StatusOr<PinnedRead> PinForRead(std::string_view key, bool* loading = nullptr);
   // Finishes a pinned read: loads it (unless `loaded`, from a batch read),
-  // promotes it where there is room, returns the Handle. Drops the pin on
-  // failure. `wait_for_room` (Prefetch's own thread): a full memory tier
+  // promotes it where there is room (where policy.promote_on_read says so),
+  // returns the Handle. Drops the pin on failure. `prefetch` (Prefetch's own
+  // thread): it promotes whatever promote_on_read says, since bringing the
+  // key up is what a Prefetch is for (without it, the read was wasted and the
+  // Get that waited for it read the record again), and a full memory tier
   // makes it wait for the mover to make room (Mover::MakeRoom) instead of
   // serving the read unpromoted.
-  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded, bool wait_for_room = false);
+  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded, bool prefetch = false);
   // Acquire's and Prefetch's body. Keys are read and served in runs of at
   // most kReadRunBytes of file-resident data, so the first keys are promoted
   // while later ones are still on the disk. kPrefetch leaves absent keys

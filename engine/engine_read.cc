@@ -99,7 +99,7 @@ void EngineCore::EndLoading(Entry* e) {
 }
 
 StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded,
-                                   bool wait_for_room) {
+                                   bool prefetch) {
   Entry* e = p.e;
   const int t = p.t;
   if (tiers_[t]->kind() == TierKind::kGpu) {
@@ -139,14 +139,14 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
   // Objects in a persistent tier are read in place: promoting would move
   // their only durable copy into memory.
   const uint64_t raw = b->size();
-  const int h = config_.policy.promote_on_read && !config_.tiers[t].persistent && !p.moving
+  const int h = (config_.policy.promote_on_read || prefetch) && !config_.tiers[t].persistent && !p.moving
                     ? placement_->PromotionTarget(t, raw) : -1;
   if (h < 0) return Handle(std::move(b), e, this);
   // Room made ahead by the mover, never here (see Mover::ReserveForPromotion):
   // without it this read is served as read and the next one promotes.
   // Prefetch's thread waits for the mover instead.
   if (!tiers_[h]->HasDeviceRoom(raw) ||
-      !(wait_for_room ? mover_->MakeRoom(h, raw) : mover_->ReserveForPromotion(h, raw))) {
+      !(prefetch ? mover_->MakeRoom(h, raw) : mover_->ReserveForPromotion(h, raw))) {
     return Handle(std::move(b), e, this);
   }
   // The record stays where it is as the entry's clean copy (scratch tiers;
@@ -304,7 +304,7 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       return first;  // handles released here: nothing stays pinned
     }
     for (size_t i = begin; i < end; ++i) {
-      auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), /*wait_for_room=*/prefetch);
+      auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), prefetch);
       end_claims(i, i + 1);  // promoted (or not) now
       if (!h.ok()) {
         if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");

@@ -467,3 +467,39 @@ TEST_CASE("a Get of a key a Prefetch is reading waits for that read instead of r
   CHECK(e->Stats().tiers[1].hits == file_hits + 1);  // one read of the record, the Prefetch's
   CHECK(e->TierOf("k0") == 0);
 }
+
+TEST_CASE("Prefetch promotes with policy.promote_on_read off, so the Get that waited for it reads nothing") {
+  // promote_on_read governs Gets; a Prefetch exists to bring keys up. Before
+  // this was so, the Prefetch's read was dropped and the Get that had waited
+  // for it read the record a second time (seen from the Dask store's
+  // read-ahead: every 64 MiB Get took twice as long).
+  TempDir dir("mover");
+  auto io = MakeFileIo();
+  GateReadsIo gate(io.get());
+  Config c = HostFileChain(dir.path(), 8 << 20, 256 << 20);
+  c.policy.promote_on_read = false;
+  auto e = OpenWith(c, /*s=*/nullptr, &gate);
+  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  REQUIRE(e->TierOf("k0") == 1);
+  const uint64_t file_hits = e->Stats().tiers[1].hits;
+  const int reads = gate.reads();
+  gate.Close();
+  std::vector<std::string> keys = {"k0"};
+  e->Prefetch(keys, Where::kHost);
+  REQUIRE(gate.WaitReads(reads + 1));
+  auto get = std::async(std::launch::async, [&] { return e->Get("k0"); });
+  CHECK(get.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  gate.Open();
+  auto h = get.get();
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(256 << 10, 0)));
+  CHECK(gate.reads() == reads + 1);
+  CHECK(e->Stats().tiers[1].hits == file_hits + 1);
+  CHECK(e->TierOf("k0") == 0);
+  // A plain Get still does not promote: k1 is read in place and stays below.
+  auto h1 = e->Get("k1");
+  REQUIRE(h1.ok());
+  CHECK(HandleEquals(*h1, Bytes(256 << 10, 1)));
+  CHECK(e->TierOf("k1") == 1);
+}
