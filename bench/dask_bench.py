@@ -183,7 +183,8 @@ class Side:
                 f.write(SPILLWAY_CONFIG.format(host=args.host_tier_bytes, codec=args.codec,
                                                promote=str(args.promote_on_read).lower(),
                                                direct=str(not args.buffered).lower()))
-            argv += ["--preload", "spillway.dask_preload", "--spillway-config", cfg, "--spillway-log-interval", "0"]
+            argv += ["--preload", "spillway.dask_preload", "--spillway-config", cfg, "--spillway-log-interval", "0",
+                     "--spillway-read-ahead", args.read_ahead]
         for i in range(args.workers):
             log = open(os.path.join(workdir, f"{side}-{rep}-w{i}.log"), "wb")
             self.procs.append(subprocess.Popen(self.cgroup.wrap(argv + ["--name", f"{side}-w{i}"]), env=env,
@@ -401,6 +402,10 @@ def main():
     p.add_argument("--codec", default="none", help="file tier codec: none, lz4, zstd")
     p.add_argument("--promote-on-read", action="store_true")
     p.add_argument("--buffered", action="store_true", help="spillway file tier with buffered I/O")
+    p.add_argument("--read-ahead", default="auto",
+                   help="spillway workers' --spillway-read-ahead (auto: a quarter of the host tier; 0: off)")
+    p.add_argument("--sides", default=",".join(SIDES),
+                   help="the sides to run (a one-sided run is for diagnosis: it has no ratio and writes no report)")
     p.add_argument("--scale", type=float, default=4.0, help="data per spilling workload / all workers' limits")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -414,6 +419,9 @@ def main():
     for w in workloads:
         if w not in WORKLOADS:
             p.error(f"unknown workload {w!r}; choose from {', '.join(WORKLOADS)}")
+    sides = tuple(x for x in args.sides.split(",") if x)
+    if not sides or any(x not in SIDES for x in sides) or len(set(sides)) != len(sides):
+        p.error(f"--sides: one or both of {', '.join(SIDES)}")
     workdir = args.dir or tempfile.mkdtemp(prefix="spillway-dask-bench-", dir="/var/tmp")
     os.makedirs(workdir, exist_ok=True)
     started, load_before = datetime.datetime.now(), load()
@@ -422,11 +430,14 @@ def main():
     runs = []
     try:
         for rep in range(args.repeat):
-            order = SIDES if rep % 2 == 0 else SIDES[::-1]
+            order = sides if rep % 2 == 0 else sides[::-1]
             runs.append({side: run_side(side, args, workdir, workloads, rep) for side in order})
     finally:
         if args.dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if len(sides) < 2:
+        print(f"dask_bench: only {sides[0]} ran (--sides): no ratio, no report")
+        return 0
     for run in runs:
         for wl in workloads:
             if "failed" in run["dask"][wl] or "failed" in run["spillway"][wl]:

@@ -326,6 +326,8 @@ class SpillwayStore(MutableMapping):
             "lazy_puts": 0,  # values handed over live (put_external), not serialized by __setitem__
             "live_hits": 0,  # reads served by the engine's live object, no deserialization
             "relived": 0,  # values read back from bytes and handed over live again
+            "prefetch_hints": 0,  # engine objects hinted by prefetch() (ReadAhead: the next tasks' inputs)
+            "prefetch_bytes": 0,
         }
         self.fast = self.memory = TierView(self, spilled=False)
         self.slow = self.disk = TierView(self, spilled=True)
@@ -736,6 +738,45 @@ class SpillwayStore(MutableMapping):
             budget -= e.nbytes
         return out
 
+    # ---- read-ahead -------------------------------------------------------
+    def prefetch(self, keys, max_bytes=None):
+        """Read-ahead hint for values about to be read (a task's inputs; see ReadAhead).
+
+        Of `keys`, in order, the values held as bytes in a file tier start coming up
+        into the host tier in the background (Engine.prefetch: batched io_uring
+        reads, room made by the mover, nothing demoted on this thread), and the call
+        returns at once. Values in memory, overflow values and unknown keys are
+        skipped. With `max_bytes`, keys are taken while their bytes stay within it
+        (a value larger than it is not read ahead: the budget bounds the memory
+        the hint adds). Returns the bytes hinted.
+        """
+        if self._closed or self.engine.closed:
+            return 0
+        with self._lock:
+            entries = [e for e in (self._keys.get(k) for k in keys)
+                       if e is not None and not e.overflow and not e.device]
+        if not entries:
+            return 0
+        tiers_of = getattr(self.engine, "tiers_of", None)
+        if tiers_of is not None:
+            if self._file_tiers is None:
+                self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
+            where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for e in entries])
+            entries = [e for e, t in zip(entries, where) if t in self._file_tiers]
+        ekeys, total = [], 0
+        for e in entries:
+            if max_bytes is not None and total + e.nbytes > max_bytes:
+                break
+            total += e.nbytes
+            ekeys.append(e.ekey)
+            ekeys.extend(e.part_key(i) for i in e.parts)
+        if ekeys:
+            self.engine.prefetch(ekeys, "host")
+            with self._lock:
+                self.counters["prefetch_hints"] += len(ekeys)
+                self.counters["prefetch_bytes"] += total
+        return total
+
     def set_process_memory_limit(self, nbytes):
         """The host tiers demote while this process's resident memory is above `nbytes` (0: off)."""
         nbytes = int(nbytes or 0)
@@ -820,6 +861,64 @@ class SpillwayStore(MutableMapping):
 
     def get_metrics(self):
         return _get_metrics(self)
+
+
+class ReadAhead:
+    """Worker plugin: the read-ahead hint for a task's inputs (SpillwayStore.prefetch).
+
+    Each time a task starts executing, the inputs of the next `tasks` tasks in
+    the worker's ready queue (its priority heap: what runs next) that sit in a
+    file tier are hinted, at most `max_bytes` of them counting what the tasks
+    ahead were hinted already. Their reads then overlap the running task
+    instead of blocking the worker's event loop when the task starts
+    (distributed reads a task's inputs from ``Worker.data`` on the event
+    loop). Each ready task is hinted once. The hinted values are promoted into
+    the host tier, so they take its room (and the process memory) until the
+    task has run: the budget bounds that. docs/python.md has the figures.
+
+    spillway.dask_preload installs it (``--spillway-read-ahead``); with another
+    setup: ``worker.plugins[ReadAhead.name] = ReadAhead(worker, store)``.
+    It runs on the event loop with the GIL, and only looks up keys and queues
+    an Engine.prefetch per task, which returns at once.
+    """
+
+    name = "spillway-read-ahead"
+
+    def __init__(self, worker, store, tasks=None, max_bytes=None):
+        self.state = getattr(worker, "state", worker)
+        self.store = store
+        nthreads = getattr(worker, "nthreads", None) or getattr(self.state, "nthreads", 1) or 1
+        self.tasks = int(tasks) if tasks else 2 * nthreads
+        if max_bytes is None:  # a quarter of the host tiers: room for the hinted values beside the rest
+            host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")
+            max_bytes = host // 4
+        self.max_bytes = int(max_bytes)
+        self._hinted = {}  # task key -> bytes hinted for it; insertion-ordered, bounded
+        self.errors = 0
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "executing" or self.store._closed:
+            return
+        ready = getattr(self.state, "ready", None)
+        if not ready:
+            return
+        budget = self.max_bytes  # less what the tasks ahead were hinted already (still being read, or in memory)
+        try:
+            for ts in ready.peekn(self.tasks):
+                got = self._hinted.get(ts.key)
+                if got is None:
+                    if budget <= 0:
+                        break  # left for a later transition
+                    keys = [dep.key for dep in ts.dependencies if dep.state == "memory"]
+                    got = self.store.prefetch(keys, budget) if keys else 0
+                    self._hinted[ts.key] = got
+                budget -= got
+            while len(self._hinted) > 4096:
+                del self._hinted[next(iter(self._hinted))]
+        except Exception:  # a hint: never fail the worker's transition
+            self.errors += 1
+            if self.errors == 1:
+                logger.warning("spillway: read-ahead hint failed", exc_info=True)
 
 
 def _fmt(n):

@@ -17,6 +17,9 @@ Options (after --preload spillway.dask_preload, as Dask passes them on):
   --spillway-worker-index N   this worker's index on its node (default:
                               $SPILLWAY_WORKER_INDEX, else the number the worker's
                               name ends in: 0, 1, ... or w-0, w-1, ...)
+  --spillway-read-ahead SIZE  bytes of the next ready tasks' spilled inputs read ahead
+                              while a task runs (spillway.dask.ReadAhead; default
+                              auto: a quarter of the host tiers; 0: off)
 
 One worker per GPU (dask-cuda style: ``dask cuda worker`` / LocalCUDACluster
 start each worker with its own CUDA_VISIBLE_DEVICES, its GPU first): the
@@ -57,14 +60,31 @@ _STATE = "_spillway_preload"
               help="variables made per worker in the config")
 @click.option("--spillway-worker-index", default=None, type=click.IntRange(min=0),
               help="this worker's index on its node (default: $SPILLWAY_WORKER_INDEX, then the worker's name)")
+@click.option("--spillway-read-ahead", default="auto", show_default=True,
+              help="bytes of the next tasks' spilled inputs read ahead (auto: a quarter of the host tiers; 0: off)")
 def dask_setup(worker, spillway_config, spillway_profile, spillway_log_interval, spillway_per_worker_vars,
-               spillway_worker_index):
+               spillway_worker_index, spillway_read_ahead):
     install(worker, config=spillway_config, profile=spillway_profile, log_interval=spillway_log_interval,
             per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v),
-            worker_index=spillway_worker_index)
+            worker_index=spillway_worker_index, read_ahead=_read_ahead_bytes(spillway_read_ahead))
 
 
-def install(worker, worker_index=None, **store_kwargs):
+def _read_ahead_bytes(text):
+    """None for auto, else bytes (Dask's size syntax: 64MiB, 1e8, 0)."""
+    if text is None or str(text).strip().lower() == "auto":
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(text)
+    except ValueError:
+        raise click.BadParameter(f"not a size: {text!r} (say 64MiB, 0 or auto)", param_hint="--spillway-read-ahead")
+    if n < 0:
+        raise click.BadParameter(f"must not be negative: {text!r}", param_hint="--spillway-read-ahead")
+    return n
+
+
+def install(worker, worker_index=None, read_ahead=None, **store_kwargs):
     """Replaces `worker`'s data store with a SpillwayStore (the worker must hold no data yet).
 
     The worker's index (`worker_index`, else $SPILLWAY_WORKER_INDEX, else its
@@ -73,6 +93,9 @@ def install(worker, worker_index=None, **store_kwargs):
     device from it. Each ``dask worker`` process has its own environment; in a
     cluster of threads (``processes=False``) every worker would share one, so
     give such workers a config with a fixed device instead.
+
+    `read_ahead`: bytes of the next ready tasks' spilled inputs hinted while a
+    task runs (spillway.dask.ReadAhead); None: a quarter of the host tiers; 0: off.
     """
     import os
 
@@ -94,6 +117,17 @@ def install(worker, worker_index=None, **store_kwargs):
         close()
     collector = _register_metrics(store, worker.name)
     setattr(worker, _STATE, (store, collector))
+    if read_ahead != 0:  # None: auto
+        from .dask import ReadAhead
+
+        # The worker's plugins dict is the one its state machine notifies of transitions.
+        plugins = getattr(worker, "plugins", None)
+        if plugins is None:
+            plugins = getattr(worker.state, "plugins", None)
+        if plugins is None:
+            logger.warning("spillway: this worker has no plugins dict: no read-ahead")
+        else:
+            plugins[ReadAhead.name] = ReadAhead(worker, store, max_bytes=read_ahead)
     mm = worker.memory_manager
     limit = mm.memory_limit
     host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")

@@ -59,4 +59,4 @@ def fake_worker(name, local_directory, memory_limit=0, **memory_manager):
     memory_target_fraction, memory_spill_fraction)."""
     mm = types.SimpleNamespace(data={}, memory_limit=memory_limit, memory_pause_fraction=0.8, **memory_manager)
     return types.SimpleNamespace(name=name, local_directory=str(local_directory), memory_manager=mm,
-                                 state=types.SimpleNamespace(data=None))
+                                 state=types.SimpleNamespace(data=None), plugins={})
