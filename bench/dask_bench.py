@@ -23,6 +23,11 @@ peak usage, and how much of Dask's own time went to spilling (pickle, write,
 read, unpickle: SpillBuffer's counters, summed over workers, as a share of the
 workers' wall time).
 
+Before the runs, fio measures the disk the workers spill to (1 MiB O_DIRECT: a durable write at depth
+32, a read at depth 16; --no-disk-reference skips it); the report gives each workload spillway's disk
+floor, the seconds those speeds need for the bytes spillway's workers wrote and read.
+--sides spillway (or dask) runs one side only, for diagnosis: no ratio, no report.
+
     PYTHONPATH=build/python /usr/bin/python3 bench/dask_bench.py                       # full run
     ... --memory-limit 256MiB --scale 1.5 --repeat 1 --workloads array64m,inmemory   # a quick try
 
@@ -136,6 +141,50 @@ class MemoryCgroup:
             except OSError:
                 time.sleep(0.1)  # exiting processes still charged
         print(f"dask_bench: could not remove {self.path}", file=sys.stderr)
+
+
+# ---- the disk's ceiling -----------------------------------------------------------
+
+def disk_reference(workdir, size=2 << 30):
+    """fio's durable sequential write (1 MiB, depth 32, --end_fsync=1) and read (1 MiB, depth 16) on the
+    disk the workers spill to, O_DIRECT: {"write": B/s, "read": B/s, "commands": [...]}, or {"why": ...}.
+
+    With them the report gives each spilling workload a floor: the time the disk alone needs for the bytes
+    spillway wrote and read (at these best-case speeds), which no store can beat."""
+    import json
+
+    fio = shutil.which("fio")
+    if fio is None:
+        return {"why": "fio is not installed (apt-get install fio)"}
+    path = os.path.join(workdir, "fio-reference.dat")
+    out, commands = {}, []
+    try:
+        for rw, depth in (("write", 32), ("read", 16)):
+            argv = [fio, "--name=ref", f"--filename={path}", f"--size={size}", f"--rw={rw}", "--bs=1M",
+                    f"--iodepth={depth}", "--ioengine=io_uring", "--direct=1", "--numjobs=1", "--output-format=json"]
+            if rw == "write":
+                argv.append("--end_fsync=1")
+            commands.append(" ".join(["fio"] + argv[1:]))
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            if r.returncode != 0:
+                return {"why": f"fio failed: {r.stderr.strip()[-200:]}"}
+            out[rw] = float(json.loads(r.stdout)["jobs"][0][rw]["bw_bytes"])
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError) as e:
+        return {"why": f"fio failed: {e}"}
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+    out["commands"] = commands
+    return out
+
+
+def disk_floor(spill, ref):
+    """Seconds the disk alone needs for a run's bytes (spill: the run's metric deltas), or None."""
+    if not ref or "write" not in ref:
+        return None
+    return spill["disk_write_bytes_total"] / ref["write"] + spill["disk_read_bytes_total"] / ref["read"]
 
 
 # ---- one side ------------------------------------------------------------------
@@ -298,7 +347,12 @@ def run_side(side, args, workdir, workloads, rep):
             print(f"  run {rep + 1} {side:9s} {name:9s} {total:7.1f} s  "
                   + "  ".join(f"{p} {v:.1f}s" for p, v in phases.items())
                   + f" | disk writes {spill['disk_write_count_total']:.0f} "
-                    f"({spill['disk_write_bytes_total'] / MiB:.0f} MiB), spill time {spill_s:.1f} s; "
+                    f"({spill['disk_write_bytes_total'] / MiB:.0f} MiB), reads {spill['disk_read_bytes_total'] / MiB:.0f}"
+                    f" MiB, spill time {spill_s:.1f} s"
+                  # Dask's side reads through the page cache: the floor (O_DIRECT speeds) is spillway's only.
+                  + ("" if side != "spillway" or disk_floor(spill, args.disk_ref) is None
+                     else f", disk floor {disk_floor(spill, args.disk_ref):.1f} s")
+                  + "; "
                     f"peak RSS {r['rss'] / MiB:.0f} MiB, cgroup peak {r['cgroup_peak'] / MiB:.0f} MiB; "
                     f"load {r['load']}", flush=True)
     finally:
@@ -310,7 +364,7 @@ def run_side(side, args, workdir, workloads, rep):
 
 def render(args, runs, workloads, load_before, load_after, started):
     def med(side, wl, f):
-        ok = [f(r[side][wl]) for r in runs if "failed" not in r[side][wl]]
+        ok = [v for v in (f(r[side][wl]) for r in runs if "failed" not in r[side][wl]) if v is not None]
         return statistics.median(ok) if ok else None
 
     def failed(side, wl):
@@ -321,9 +375,10 @@ def render(args, runs, workloads, load_before, load_after, started):
             return f"failed {failed(side, wl)}/{len(runs)}"
         return fmt(v) + (f" (failed {failed(side, wl)}/{len(runs)})" if failed(side, wl) else "")
 
+    ref = args.disk_ref
     lines = ["| workload | data | dask (s) | spillway (s) | dask/spillway | Dask's spill time | "
-             "peak RSS/worker dask / spillway | cgroup peak dask / spillway |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "spillway's disk floor (s) | peak RSS/worker dask / spillway | cgroup peak dask / spillway |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for wl in workloads:
         d, s = med("dask", wl, lambda r: r["total"]), med("spillway", wl, lambda r: r["total"])
         share = med("dask", wl, lambda r: r["spill_seconds"] / (r["total"] * args.workers))
@@ -332,9 +387,10 @@ def render(args, runs, workloads, load_before, load_after, started):
         mib = lambda v: "-" if v is None else f"{v / MiB:.0f}"  # noqa: E731
         data = runs[0]["dask"][wl]["data_bytes"] / MiB
         ratio = f"{d / s:.2f}x" if d is not None and s is not None else "-"
+        floor = med("spillway", wl, lambda r: disk_floor(r["spill"], ref))
         lines.append(f"| {wl} | {data:.0f} MiB | {cell('dask', wl, d, lambda v: f'{v:.2f}')} | "
                      f"{cell('spillway', wl, s, lambda v: f'{v:.2f}')} | {ratio} | "
-                     f"{'-' if share is None else f'{share:.0%}'} | "
+                     f"{'-' if share is None else f'{share:.0%}'} | {'-' if floor is None else f'{floor:.1f}'} | "
                      f"{mib(rss[0])} / {mib(rss[1])} MiB | {mib(cg[0])} / {mib(cg[1])} MiB |")
     table = "\n".join(lines)
     per_run = ["| run | side | " + " | ".join(workloads) + " | load (first workload) |",
@@ -355,6 +411,11 @@ def render(args, runs, workloads, load_before, load_after, started):
     import dask
     import distributed
 
+    if ref and "write" in ref:
+        disk_line = (f"write {ref['write'] / 1e9:.2f} GB/s, read {ref['read'] / 1e9:.2f} GB/s: "
+                     + "; ".join(f"`{c}`" for c in ref["commands"]))
+    else:
+        disk_line = f"not measured: {(ref or {}).get('why', '--no-disk-reference')}"
     md = f"""# Dask spilling: default store (zict SpillBuffer) vs spillway, same memory including the page cache
 
 Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`.
@@ -374,6 +435,8 @@ Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`
   Medians of {len(runs)} run(s); results checked equal between the sides.
 - "Dask's spill time": SpillBuffer's pickle + disk write + disk read + unpickle seconds, summed over
   workers, as a share of workers x wall time.
+- "spillway's disk floor": the bytes spillway's workers wrote and read in the workload, at the disk's
+  speeds measured by fio before the runs ({disk_line}): the seconds the disk alone needs for them.
 
 {table}
 
@@ -400,10 +463,15 @@ def main():
     p.add_argument("--pause", default="False", help="pause fraction or False")
     p.add_argument("--host-tier", default=None, help="spillway host tier per worker (default: a third of the limit)")
     p.add_argument("--codec", default="none", help="file tier codec: none, lz4, zstd")
-    p.add_argument("--promote-on-read", action="store_true")
+    p.add_argument("--promote-on-read", action=argparse.BooleanOptionalAction, default=True,
+                   help="spillway's policy.promote_on_read (default on, the engine's default: a Get from the file "
+                        "tier moves the value into the host tier, and its record stays as a clean copy, so "
+                        "demoting it again writes nothing)")
     p.add_argument("--buffered", action="store_true", help="spillway file tier with buffered I/O")
     p.add_argument("--read-ahead", default="auto",
                    help="spillway workers' --spillway-read-ahead (auto: a quarter of the host tier; 0: off)")
+    p.add_argument("--no-disk-reference", action="store_true",
+                   help="skip the fio runs that give each workload its disk floor")
     p.add_argument("--sides", default=",".join(SIDES),
                    help="the sides to run (a one-sided run is for diagnosis: it has no ratio and writes no report)")
     p.add_argument("--scale", type=float, default=4.0, help="data per spilling workload / all workers' limits")
@@ -427,6 +495,12 @@ def main():
     started, load_before = datetime.datetime.now(), load()
     print(f"dask_bench: {args.workers} workers x {args.memory_limit_bytes / MiB:.0f} MiB, scale {args.scale}, "
           f"spillway host tier {args.host_tier_bytes / MiB:.0f} MiB, dir {workdir}, load {load_before}", flush=True)
+    args.disk_ref = None if args.no_disk_reference else disk_reference(workdir)
+    if args.disk_ref and "write" in args.disk_ref:
+        print(f"dask_bench: disk (fio, O_DIRECT, 1 MiB): write {args.disk_ref['write'] / 1e9:.2f} GB/s (depth 32, "
+              f"--end_fsync=1), read {args.disk_ref['read'] / 1e9:.2f} GB/s (depth 16)", flush=True)
+    elif args.disk_ref:
+        print(f"dask_bench: no disk reference: {args.disk_ref['why']}", flush=True)
     runs = []
     try:
         for rep in range(args.repeat):
