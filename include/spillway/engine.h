@@ -164,7 +164,8 @@ class Engine {
   // The read-ahead hint (the Dask store calls it for a task's inputs): like
   // Acquire, but returns at once; in the background the keys in file tiers
   // are read in batches of requests (64 MiB at a time) and promoted into the
-  // first host tier, then unpinned, so a later Get is a memory hit. Where
+  // first host tier (whatever policy.promote_on_read says: that governs Gets),
+  // then unpinned, so a later Get is a memory hit. Where
   // that tier is full, the background thread waits for the mover to make
   // room (at most a second without progress; then that key is left where it
   // is). A Get of a key a Prefetch is reading waits for that read (up to two
