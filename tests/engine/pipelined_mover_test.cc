@@ -440,32 +440,48 @@ TEST_CASE("Prefetch into a full host tier waits for the mover, so every key it r
   CHECK(e->Stats().tiers[1].hits == file_hits + keys.size());
 }
 
+// An engine over a FileIo whose reads can be held (GateReadsIo), holding
+// k0..k39 of 256 KiB in an 8 MiB host tier, k0 spilled to the file tier.
+struct GatedSpill {
+  explicit GatedSpill(bool promote_on_read) : gate(io.get()) {
+    Config c = HostFileChain(dir.path(), 8 << 20, 256 << 20);
+    c.policy.promote_on_read = promote_on_read;
+    e = OpenWith(c, /*s=*/nullptr, &gate);  // no scheduler: the engine's own background mover
+    for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
+    REQUIRE(e->Flush().ok());
+    REQUIRE(e->TierOf("k0") == 1);
+  }
+  // Prefetches k0 with reads held, starts a Get of it, and checks that the
+  // Get waits for the Prefetch's read, submitting none of its own.
+  std::future<StatusOr<Handle>> PrefetchThenGet() {
+    file_hits = e->Stats().tiers[1].hits;
+    reads = gate.reads();
+    gate.Close();
+    std::vector<std::string> keys = {"k0"};
+    e->Prefetch(keys, Where::kHost);
+    REQUIRE(gate.WaitReads(reads + 1));  // the Prefetch's read, held at the gate
+    auto get = std::async(std::launch::async, [this] { return e->Get("k0"); });
+    CHECK(get.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    CHECK(gate.reads() == reads + 1);
+    gate.Open();
+    return get;
+  }
+  TempDir dir{"mover"};
+  std::unique_ptr<FileIo> io = MakeFileIo();
+  GateReadsIo gate;
+  std::unique_ptr<Engine> e;
+  uint64_t file_hits = 0;
+  int reads = 0;
+};
+
 TEST_CASE("a Get of a key a Prefetch is reading waits for that read instead of reading the record again") {
-  TempDir dir("mover");
-  auto io = MakeFileIo();
-  GateReadsIo gate(io.get());
-  // No scheduler given: the engine's own background mover.
-  auto e = OpenWith(HostFileChain(dir.path(), 8 << 20, 256 << 20), /*s=*/nullptr, &gate);
-  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
-  REQUIRE(e->Flush().ok());
-  REQUIRE(e->TierOf("k0") == 1);
-  const uint64_t file_hits = e->Stats().tiers[1].hits;
-  const int reads = gate.reads();
-  gate.Close();
-  std::vector<std::string> keys = {"k0"};
-  e->Prefetch(keys, Where::kHost);
-  REQUIRE(gate.WaitReads(reads + 1));  // the Prefetch's read, held at the gate
-  auto get = std::async(std::launch::async, [&] { return e->Get("k0"); });
-  // The Get waits for the Prefetch: it submits no read of its own.
-  CHECK(get.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
-  CHECK(gate.reads() == reads + 1);
-  gate.Open();
-  auto h = get.get();
+  GatedSpill s(/*promote_on_read=*/true);
+  auto h = s.PrefetchThenGet().get();
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(256 << 10, 0)));
-  CHECK(gate.reads() == reads + 1);
-  CHECK(e->Stats().tiers[1].hits == file_hits + 1);  // one read of the record, the Prefetch's
-  CHECK(e->TierOf("k0") == 0);
+  CHECK(s.gate.reads() == s.reads + 1);
+  CHECK(s.e->Stats().tiers[1].hits == s.file_hits + 1);  // one read of the record, the Prefetch's
+  CHECK(s.e->TierOf("k0") == 0);
 }
 
 TEST_CASE("Prefetch promotes with policy.promote_on_read off, so the Get that waited for it reads nothing") {
@@ -473,33 +489,16 @@ TEST_CASE("Prefetch promotes with policy.promote_on_read off, so the Get that wa
   // this was so, the Prefetch's read was dropped and the Get that had waited
   // for it read the record a second time (seen from the Dask store's
   // read-ahead: every 64 MiB Get took twice as long).
-  TempDir dir("mover");
-  auto io = MakeFileIo();
-  GateReadsIo gate(io.get());
-  Config c = HostFileChain(dir.path(), 8 << 20, 256 << 20);
-  c.policy.promote_on_read = false;
-  auto e = OpenWith(c, /*s=*/nullptr, &gate);
-  for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(256 << 10, i)).ok());
-  REQUIRE(e->Flush().ok());
-  REQUIRE(e->TierOf("k0") == 1);
-  const uint64_t file_hits = e->Stats().tiers[1].hits;
-  const int reads = gate.reads();
-  gate.Close();
-  std::vector<std::string> keys = {"k0"};
-  e->Prefetch(keys, Where::kHost);
-  REQUIRE(gate.WaitReads(reads + 1));
-  auto get = std::async(std::launch::async, [&] { return e->Get("k0"); });
-  CHECK(get.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
-  gate.Open();
-  auto h = get.get();
+  GatedSpill s(/*promote_on_read=*/false);
+  auto h = s.PrefetchThenGet().get();
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(256 << 10, 0)));
-  CHECK(gate.reads() == reads + 1);
-  CHECK(e->Stats().tiers[1].hits == file_hits + 1);
-  CHECK(e->TierOf("k0") == 0);
+  CHECK(s.gate.reads() == s.reads + 1);
+  CHECK(s.e->Stats().tiers[1].hits == s.file_hits + 1);
+  CHECK(s.e->TierOf("k0") == 0);
   // A plain Get still does not promote: k1 is read in place and stays below.
-  auto h1 = e->Get("k1");
+  auto h1 = s.e->Get("k1");
   REQUIRE(h1.ok());
   CHECK(HandleEquals(*h1, Bytes(256 << 10, 1)));
-  CHECK(e->TierOf("k1") == 1);
+  CHECK(s.e->TierOf("k1") == 1);
 }
