@@ -863,11 +863,44 @@ class SpillwayStore(MutableMapping):
         return _get_metrics(self)
 
 
+def next_ready(ready, n):
+    """The next `n` tasks of a worker's ready queue (a distributed HeapSet), cheaply.
+
+    HeapSet.peekn(n) with n > 1 sorts the whole heap whenever it changed, and
+    ReadAhead asks on every task start: with tens of thousands of ready tasks
+    (an array of small chunks) that is a sort of all of them per task. The n
+    smallest entries of a binary heap lie in its first 2**n - 1 slots, so only
+    those are sorted (n at most 6: 63 slots). Entries of tasks that left the
+    set stay in the heap until popped and are skipped, so the answer may hold
+    fewer than n tasks: it is a hint. Where the heap's layout is not the known one, only the next task
+    (HeapSet.peek, O(1)).
+    """
+    if n <= 0 or not ready:
+        return []
+    heap = getattr(ready, "_heap", None)
+    if n > 1 and isinstance(heap, list):
+        try:
+            n = min(n, 6)
+            out = []
+            # Only the first n of them are surely the heap's n smallest.
+            for _, _, ref in sorted(heap[:min((1 << n) - 1, len(heap))], key=lambda x: x[:2])[:n]:
+                ts = ref()
+                if ts is not None and ts in ready:
+                    out.append(ts)
+            return out
+        except (TypeError, ValueError):
+            pass  # another layout
+    try:
+        return [ready.peek()]
+    except KeyError:
+        return []
+
+
 class ReadAhead:
     """Worker plugin: the read-ahead hint for a task's inputs (SpillwayStore.prefetch).
 
     Each time a task starts executing, the inputs of the next `tasks` tasks in
-    the worker's ready queue (its priority heap: what runs next) that sit in a
+    the worker's ready queue (its priority heap: what runs next; next_ready) that sit in a
     file tier are hinted, at most `max_bytes` of them counting what the tasks
     ahead were hinted already. Their reads then overlap the running task
     instead of blocking the worker's event loop when the task starts
@@ -904,7 +937,7 @@ class ReadAhead:
             return
         budget = self.max_bytes  # less what the tasks ahead were hinted already (still being read, or in memory)
         try:
-            for ts in ready.peekn(self.tasks):
+            for ts in next_ready(ready, self.tasks):
                 got = self._hinted.get(ts.key)
                 if got is None:
                     if budget <= 0:

@@ -17,7 +17,7 @@ pytest.importorskip("distributed", reason="python3-distributed is not installed"
 from distributed.collections import HeapSet  # noqa: E402
 
 from spillway import dask_preload  # noqa: E402
-from spillway.dask import ReadAhead, SpillwayStore  # noqa: E402
+from spillway.dask import ReadAhead, SpillwayStore, next_ready  # noqa: E402
 
 from conftest import chain, fake_worker  # noqa: E402
 
@@ -114,10 +114,26 @@ def test_read_ahead_hints_the_inputs_of_the_next_ready_tasks_once(store):
     plugin.transition("t0", "executing", "memory")  # not a start: nothing
     plugin.transition("t9", "ready", "executing")  # t1, t2 hinted already
     assert store.stats()["store"]["prefetch_bytes"] == three
-    state.ready.remove(t1)  # t1 starts: t3 comes within reach, and t2's bytes leave room for it
+    assert state.ready.pop() is t1  # t1 starts (the worker pops it): t3 comes within reach, and t2's bytes leave room
     plugin.transition("t1", "ready", "executing")
     assert store.stats()["store"]["prefetch_bytes"] == three + nbytes(store, spilled[3])
     assert eventually_in_memory(store, [spilled[3]])
+
+
+def test_next_ready_is_the_heaps_order_without_sorting_all_of_it():
+    ready = HeapSet(key=operator.attrgetter("priority"))
+    rng = np.random.default_rng(3)
+    tasks = [_task(f"t{i}", int(p), set()) for i, p in enumerate(rng.permutation(50_000))]
+    for t in tasks:
+        ready.add(t)
+    want = sorted(tasks, key=lambda t: t.priority)
+    for n in (1, 2, 4, 6):
+        assert [t.key for t in next_ready(ready, n)] == [t.key for t in want[:n]]
+    ready.pop()
+    ready.discard(want[1])  # left the set: its heap entry stays until popped
+    got = next_ready(ready, 4)  # the heap's 4 smallest entries: want[1]'s (stale), want[2..4]
+    assert [t.key for t in got] == [t.key for t in want[2:5]]
+    assert next_ready(HeapSet(key=operator.attrgetter("priority")), 3) == []
 
 
 def test_read_ahead_never_fails_the_transition(store):
