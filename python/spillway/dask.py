@@ -722,13 +722,9 @@ class SpillwayStore(MutableMapping):
             return frozenset()
         with self._lock:
             items = [(k, e) for k, e in self._keys.items() if not e.overflow]
-        tiers_of = getattr(self.engine, "tiers_of", None)
-        if tiers_of is not None:
-            if self._file_tiers is None:
-                self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
-            # A value whose large frames are objects of their own is where its largest frame is.
-            where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for _, e in items])
-            return {k for (k, _), t in zip(items, where) if t in self._file_tiers}
+        in_file = self._in_file_tiers([e for _, e in items])
+        if in_file is not None:
+            return {k for (k, _), f in zip(items, in_file) if f}
         budget = sum(t["raw_bytes"] for t in file_tiers(self.engine.stats()))
         out = set()
         for k, e in items:
@@ -737,6 +733,18 @@ class SpillwayStore(MutableMapping):
             out.add(k)
             budget -= e.nbytes
         return out
+
+    def _in_file_tiers(self, entries):
+        """For each entry, whether its bytes sit in a file tier (Engine.tiers_of); None when the
+        module lacks tiers_of. A value whose large frames are objects of their own is where its
+        largest frame is."""
+        tiers_of = getattr(self.engine, "tiers_of", None)
+        if tiers_of is None:
+            return None
+        if self._file_tiers is None:
+            self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
+        where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for e in entries])
+        return [t in self._file_tiers for t in where]
 
     # ---- read-ahead -------------------------------------------------------
     def prefetch(self, keys, max_bytes=None):
@@ -757,12 +765,9 @@ class SpillwayStore(MutableMapping):
                        if e is not None and not e.overflow and not e.device]
         if not entries:
             return 0
-        tiers_of = getattr(self.engine, "tiers_of", None)
-        if tiers_of is not None:
-            if self._file_tiers is None:
-                self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
-            where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for e in entries])
-            entries = [e for e, t in zip(entries, where) if t in self._file_tiers]
+        in_file = self._in_file_tiers(entries)
+        if in_file is not None:
+            entries = [e for e, f in zip(entries, in_file) if f]
         ekeys, total = [], 0
         for e in entries:
             if max_bytes is not None and total + e.nbytes > max_bytes:
@@ -872,8 +877,8 @@ def next_ready(ready, n):
     smallest entries of a binary heap lie in its first 2**n - 1 slots, so only
     those are sorted (n at most 6: 63 slots). Entries of tasks that left the
     set stay in the heap until popped and are skipped, so the answer may hold
-    fewer than n tasks: it is a hint. Where the heap's layout is not the known one, only the next task
-    (HeapSet.peek, O(1)).
+    fewer than n tasks: it is a hint. Where the heap's layout is not the known
+    one, only the next task (HeapSet.peek, O(1)).
     """
     if n <= 0 or not ready:
         return []
