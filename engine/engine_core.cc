@@ -67,6 +67,8 @@ EngineCore::~EngineCore() {
     }
     for (Entry* e : entries) Unref(e);
   }
+  // The tiers go next, and the cache's view of their usage with them.
+  if (host_cache_) host_cache_->Detach();
 }
 
 bool EngineCore::UnchangedSince(const Entry* e, int t, uint64_t version) const {

@@ -23,6 +23,7 @@
 #include "engine/metrics_http.h"
 #include "engine/object_index.h"
 #include "base/striped_counter.h"
+#include "tiers/host_block_cache.h"
 #include "tiers/host_tier.h"
 #include "base/thread_pool.h"
 #include "spillway/file_io.h"
@@ -210,6 +211,12 @@ class EngineCore final : public Engine {
   // Page-locked pool for host tiers when CUDA and a GPU are present; declared
   // before tiers_ so it outlives every blob the tiers hold.
   std::unique_ptr<HostAllocator> host_alloc_;
+  // Otherwise the host tiers' (and the file tiers' read buffers') memory:
+  // freed blocks kept for reuse, within the capacity of the host tiers in
+  // host_cache_tiers_ (tiers/host_block_cache.h). Null when a pinned pool
+  // serves every host tier, or there is no host tier.
+  std::vector<int> host_cache_tiers_;
+  std::unique_ptr<HostBlockCache> host_cache_;
   std::unique_ptr<ThreadPool> prefetch_pool_;
   // A Get that finds its key claimed by a Prefetch (Entry::kLoading) waits
   // here until EndLoading.

@@ -94,14 +94,39 @@ Status EngineCore::Init() {
   // in-memory one in tests), else POSIX.
   FileIo* const diag_io = options_.file_io != nullptr ? options_.file_io : io_for(IoEngine::kPosix);
 
+  // Host tiers the pinned pool does not serve keep their freed blocks for
+  // reuse (HostBlockCache), within their capacity; so do the file tiers'
+  // read buffers when there is no pool.
+  uint64_t cached_capacity = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const TierConfig& tc = config_.tiers[i];
+    if (tc.kind == TierKind::kHost && !(tc.pinned && host_alloc_)) {
+      host_cache_tiers_.push_back(static_cast<int>(i));
+      cached_capacity += tc.capacity_bytes;
+    }
+  }
+  if (!host_cache_tiers_.empty()) {
+    // Above the process memory limit (SetProcessMemoryLimit) the excess
+    // counts as held, so the cache keeps that much less.
+    host_cache_ = std::make_unique<HostBlockCache>(cached_capacity, [this] {
+      uint64_t used = process_memory_excess_.load(std::memory_order_relaxed);
+      for (int t : host_cache_tiers_) {
+        if (static_cast<size_t>(t) < tiers_.size()) used += tiers_[t]->used_bytes();
+      }
+      return used;
+    });
+  }
+  HostAllocator* const read_alloc = host_alloc_ ? host_alloc_.get() : host_cache_.get();
+
   for (size_t i = 0; i < n; ++i) {
     const TierConfig& tc = config_.tiers[i];
     switch (tc.kind) {
       case TierKind::kHost:
-        tiers_.push_back(std::make_unique<HostTier>(tc, static_cast<int>(i), tc.pinned ? host_alloc_.get() : nullptr));
+        tiers_.push_back(std::make_unique<HostTier>(
+            tc, static_cast<int>(i), tc.pinned && host_alloc_ ? host_alloc_.get() : host_cache_.get()));
         break;
       case TierKind::kFile: {
-        auto ft = std::make_unique<FileTier>(tc, static_cast<int>(i), io_for(tc.io.engine), host_alloc_.get());
+        auto ft = std::make_unique<FileTier>(tc, static_cast<int>(i), io_for(tc.io.engine), read_alloc);
         SPILLWAY_RETURN_IF_ERROR(ft->Open());
         tiers_.push_back(std::move(ft));
         break;
@@ -293,6 +318,12 @@ EngineStats EngineCore::Stats() {
   s.process_memory_limit = process_memory_limit_.load(std::memory_order_relaxed);
   s.process_resident_bytes = ProcessResidentBytes();
   s.process_memory_excess_bytes = s.process_memory_limit ? process_memory_excess_.load(std::memory_order_relaxed) : 0;
+  if (host_cache_) {
+    const HostBlockCacheStats cs = host_cache_->stats();
+    s.host_cache_bytes = cs.cached_bytes;
+    s.host_cache_hits = cs.hits;
+    s.host_cache_misses = cs.misses;
+  }
   if (auto* pool = dynamic_cast<PinnedHostAllocator*>(host_alloc_.get())) {
     const PinnedPoolStats ps = pool->stats();
     s.pinned_pool_bytes = ps.slab_bytes;

@@ -343,6 +343,9 @@ std::string StatsToJson(const EngineStats& s, int indent) {
   j["clean_demotions"] = s.clean_demotions;
   j["pinned_pool_bytes"] = s.pinned_pool_bytes;
   j["pinned_fallback_bytes"] = s.pinned_fallback_bytes;
+  j["host_cache_bytes"] = s.host_cache_bytes;
+  j["host_cache_hits"] = s.host_cache_hits;
+  j["host_cache_misses"] = s.host_cache_misses;
   j["process_memory_limit"] = s.process_memory_limit;
   j["process_resident_bytes"] = s.process_resident_bytes;
   j["process_memory_excess_bytes"] = s.process_memory_excess_bytes;
@@ -466,6 +469,13 @@ std::string StatsToPrometheus(const EngineStats& s) {
   single("pinned_fallback_bytes_total", "counter",
          "Host allocations served from plain memory because the pinned pool had not grown enough yet.",
          s.pinned_fallback_bytes);
+  single("host_cache_bytes", "gauge",
+         "Freed host memory kept for reuse by host tiers without a pinned pool (within their capacity).",
+         s.host_cache_bytes);
+  single("host_cache_hits_total", "counter", "Host allocations of 64 KiB or more served by a kept block.",
+         s.host_cache_hits);
+  single("host_cache_misses_total", "counter", "Host allocations of 64 KiB or more that found no kept block.",
+         s.host_cache_misses);
   single("process_memory_limit_bytes", "gauge",
          "Resident memory above which the host tiers demote (Engine::SetProcessMemoryLimit; 0: off).",
          s.process_memory_limit);

@@ -9,7 +9,7 @@ HostTier::HostTier(TierConfig config, int index, HostAllocator* allocator)
     : Tier(std::move(config), index), allocator_(allocator) {}
 
 BlobPtr NewHostBlob(HostAllocator* allocator, uint64_t size, std::vector<uint64_t> buffer_sizes) {
-  if (allocator == nullptr) {
+  if (allocator == nullptr || !allocator->Serves(size)) {
     // Small objects: one allocation for control block, Blob and bytes.
     if (size <= Blob::kInlineMaxBytes) return Blob::NewInlineHost(size, std::move(buffer_sizes));
     std::byte* p = Blob::AllocateHost(size);

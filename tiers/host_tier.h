@@ -1,9 +1,11 @@
 // HostTier: objects in host memory, one Blob each (buffers concatenated).
 // Get hits are zero-copy: a Handle shares the Blob.
 //
-// Memory comes from a HostAllocator: plain aligned malloc by default; the GPU
-// build substitutes a page-locked pool (see gpu_tier.h) so DMA to and from
-// the device runs at PCIe speed.
+// Memory comes from a HostAllocator: the engine passes a page-locked pool
+// (pinned_pool.h) where CUDA and a GPU are present, so DMA to and from the
+// device runs at PCIe speed, and otherwise a HostBlockCache
+// (host_block_cache.h) that keeps freed blocks for reuse; null is plain
+// aligned malloc.
 #pragma once
 
 #include <memory>
@@ -19,6 +21,11 @@ class HostAllocator {
   virtual std::byte* Allocate(uint64_t bytes) = 0;
   virtual void Free(std::byte* p, uint64_t bytes) = 0;
   virtual bool pinned() const { return false; }
+  // False: NewHostBlob serves an allocation of `bytes` itself (small objects
+  // then share one allocation with their Blob).
+  virtual bool Serves(uint64_t /*bytes*/) const { return true; }
+  // Gives back memory kept for reuse (the process is above its memory limit).
+  virtual void ReleaseCached() {}
 };
 
 // A host Blob of `size` bytes from `allocator` (aligned malloc when null),
@@ -35,6 +42,9 @@ class HostTier : public Tier {
   HostAllocator* allocator() const { return allocator_; }
   // A Blob of `size` bytes from this tier's allocator, not yet accounted.
   BlobPtr NewBlob(uint64_t size, std::vector<uint64_t> buffer_sizes);
+  void ReleaseCachedMemory() override {
+    if (allocator_ != nullptr) allocator_->ReleaseCached();
+  }
 
  protected:
   StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;

@@ -74,6 +74,12 @@ struct EngineStats {
   // The page-locked host pool (pinned host tiers with CUDA present; 0 without).
   uint64_t pinned_pool_bytes = 0;      // page-locked now
   uint64_t pinned_fallback_bytes = 0;  // allocated from plain memory because the pool had no room yet (total)
+  // Freed host blocks kept for reuse by host tiers without a pinned pool
+  // (within their capacity), and the allocations of 64 KiB or more that
+  // found one or not (totals).
+  uint64_t host_cache_bytes = 0;
+  uint64_t host_cache_hits = 0;
+  uint64_t host_cache_misses = 0;
   // Engine::SetProcessMemoryLimit (0: off), this process's resident memory
   // when the stats were taken, and how far above the limit the mover last
   // found it (0 when below).
