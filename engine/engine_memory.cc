@@ -24,6 +24,7 @@ constexpr auto kTrimInterval = std::chrono::seconds(1);
 void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   process_memory_limit_.store(bytes, std::memory_order_relaxed);
   if (bytes == 0) process_memory_excess_.store(0, std::memory_order_relaxed);
+  if (bytes != 0 && host_cache_) host_cache_->ReleaseCached();  // and keeps none from now on
   if (bytes != 0 && mover_) mover_->Wake();
 }
 

@@ -106,10 +106,14 @@ Status EngineCore::Init() {
     }
   }
   if (!host_cache_tiers_.empty()) {
-    // Above the process memory limit (SetProcessMemoryLimit) the excess
-    // counts as held, so the cache keeps that much less.
+    // A process that set a memory limit (SetProcessMemoryLimit: a Dask
+    // worker's store) keeps nothing: its memory manager reads the resident
+    // set, and kept blocks would look like memory in use. Measured with the
+    // Dask benchmark at 4x: peak RSS per worker 449-506 MiB with blocks kept
+    // against 416 for Dask's own store, and the in-memory workload spilled.
     host_cache_ = std::make_unique<HostBlockCache>(cached_capacity, [this] {
-      uint64_t used = process_memory_excess_.load(std::memory_order_relaxed);
+      if (process_memory_limit_.load(std::memory_order_relaxed) != 0) return ~uint64_t{0} / 2;  // no room
+      uint64_t used = 0;
       for (int t : host_cache_tiers_) {
         if (static_cast<size_t>(t) < tiers_.size()) used += tiers_[t]->used_bytes();
       }

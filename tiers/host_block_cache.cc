@@ -87,6 +87,16 @@ std::vector<std::byte*> HostBlockCache::TrimLocked(uint64_t used, uint64_t keep_
   return out;
 }
 
+void HostBlockCache::Trim() {
+  std::vector<std::byte*> drop;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (cached_ == 0 || detached_) return;
+    drop = TrimLocked(used_(), 0);
+  }
+  for (std::byte* p : drop) std::free(p);
+}
+
 void HostBlockCache::ReleaseCached() {
   std::map<uint64_t, std::vector<std::byte*>> all;
   {

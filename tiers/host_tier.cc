@@ -60,6 +60,9 @@ StatusOr<Location> HostTier::AdoptImpl(BlobPtr blob, uint64_t reserved) {
     return Status::InvalidArgument("host tier '" + name() + "': blob cannot be adopted");
   }
   blob->SetAccount(this, reserved);
+  // Memory the allocator did not hand out now counts in this tier: what it
+  // keeps for reuse shrinks to match (HostBlockCache's bound).
+  if (allocator_ != nullptr) allocator_->Trim();
   Location loc;
   loc.stored_bytes = reserved;
   loc.blob = std::move(blob);

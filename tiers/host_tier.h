@@ -26,6 +26,9 @@ class HostAllocator {
   virtual bool Serves(uint64_t /*bytes*/) const { return true; }
   // Gives back memory kept for reuse (the process is above its memory limit).
   virtual void ReleaseCached() {}
+  // A tier took in memory from elsewhere (an adopted object): gives back
+  // what is kept for reuse beyond the room that leaves.
+  virtual void Trim() {}
 };
 
 // A host Blob of `size` bytes from `allocator` (aligned malloc when null),

@@ -114,6 +114,17 @@ TEST_CASE("host block cache: what is kept and what the tiers hold stay within th
   CHECK(cache.stats().cached_bytes == kMiB);
   CHECK(cache.stats().dropped == 3);
 
+  // Memory taken in from elsewhere (an adopted object) counts in `used`:
+  // Trim gives back what no longer fits.
+  cache.Free(other, 2 * kMiB);
+  used = 2 * kMiB;
+  cache.Trim();  // kept 1 MiB + 2 MiB + used 2 MiB > 4 MiB: the 2 MiB block goes first
+  CHECK(cache.stats().cached_bytes == kMiB);
+  used = 4 * kMiB;
+  cache.Trim();
+  CHECK(cache.stats().cached_bytes == 0);
+  other = cache.Allocate(2 * kMiB);
+
   // Detached (the tiers are going away): nothing is kept and `used` is not
   // asked again.
   cache.Detach();
