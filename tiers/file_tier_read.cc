@@ -1,7 +1,11 @@
 // FileTier's read path: one record (LoadImpl) or many at once (LoadBatchImpl:
 // every record's aligned window in one SubmitAndWait, so an Acquire of N
 // spilled keys keeps the tier's queue depth busy instead of reading one at a
-// time), each verified and decoded into host memory.
+// time), each verified and decoded into host memory. A window is the
+// record's bytes rounded out to the segment file's direct-read alignment
+// (FileHandle::read_align: 512 bytes on a disk of 512-byte logical blocks),
+// so a 4 KiB object, whose record is a little longer, reads 4.5 KiB rather
+// than two 4 KiB blocks.
 //
 // A single large raw record (codec none) is read as several requests in
 // flight through a ring from the tier's read-buffer cache
@@ -56,8 +60,11 @@ Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow
                              std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
-  w->start = AlignDown(loc.offset, kIoAlign);
-  w->end = AlignUp(loc.offset + loc.length, kIoAlign);
+  // The file's direct-read alignment (FileHandle::read_align): a small
+  // record is read in 512-byte units where the disk allows it.
+  const uint64_t align = w->seg->file.read_align;
+  w->start = AlignDown(loc.offset, align);
+  w->end = AlignUp(loc.offset + loc.length, align);
   if (cached_buffer && w->end - w->start <= kCachedReadLimit) {
     w->cached = read_buffers_.Take(w->end - w->start);
     w->data = w->cached.get();

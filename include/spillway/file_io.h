@@ -42,6 +42,12 @@ class FileObject {
 struct FileHandle {
   std::shared_ptr<FileObject> object;  // null once closed
   bool direct = false;  // opened with O_DIRECT: offsets, lengths, buffers aligned to kIoAlign
+  // Reads of an O_DIRECT file may use offsets and lengths aligned to this
+  // (the filesystem's statx dio_offset_align, 512 on a disk of 512-byte
+  // logical blocks; kIoAlign when unknown). Buffers stay kIoAlign-aligned and
+  // writes kIoAlign-sized. A 4 KiB object's record, a little over 4 KiB,
+  // then reads 4.5 KiB instead of 8.
+  uint32_t read_align = kIoAlign;
   std::string path;
   bool is_open() const { return object != nullptr; }
 };

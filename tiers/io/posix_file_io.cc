@@ -49,6 +49,23 @@ struct PosixFile final : FileObject {
   int fd;
 };
 
+// The offset and length alignment O_DIRECT reads of `fd` need: statx's
+// dio_offset_align (Linux 6.1+, filesystems that report it), when it is a
+// power of two that divides kIoAlign; otherwise kIoAlign, which every
+// filesystem spillway runs on accepts.
+uint32_t DirectReadAlign(int fd) {
+#ifdef STATX_DIOALIGN
+  struct statx stx {};
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN) != 0) {
+    const uint32_t a = stx.stx_dio_offset_align;
+    const uint32_t mem = stx.stx_dio_mem_align;
+    if (a >= 1 && (a & (a - 1)) == 0 && kIoAlign % a == 0 && mem <= kIoAlign && mem != 0) return a;
+  }
+#endif
+  (void)fd;
+  return kIoAlign;
+}
+
 }  // namespace
 
 int FdOf(const FileHandle& file) {
@@ -122,6 +139,7 @@ StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOption
     int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
       h.direct = true;
+      h.read_align = DirectReadAlign(fd);
     } else if (errno != EINVAL) {
       return Status::FromErrno(errno, Quoted("fcntl(O_DIRECT)", path));  // ~PosixFile closes fd
     }
