@@ -56,6 +56,12 @@ struct RecoveredObject {
   Location location;
 };
 
+// The aligned window [*start, *end) that a read of the record at
+// [offset, offset + length) uses (file_tier_read.cc): kIoAlign blocks, or
+// `fine_align` units (the file's FileHandle::read_align) where that window is
+// at most three quarters as long.
+void ReadWindowBounds(uint64_t offset, uint64_t length, uint64_t fine_align, uint64_t* start, uint64_t* end);
+
 class FileTier : public Tier {
  public:
   // `io` must outlive the tier. `host_alloc` (may be null) provides memory for

@@ -2,10 +2,13 @@
 // every record's aligned window in one SubmitAndWait, so an Acquire of N
 // spilled keys keeps the tier's queue depth busy instead of reading one at a
 // time), each verified and decoded into host memory. A window is the
-// record's bytes rounded out to the segment file's direct-read alignment
-// (FileHandle::read_align: 512 bytes on a disk of 512-byte logical blocks),
-// so a 4 KiB object, whose record is a little longer, reads 4.5 KiB rather
-// than two 4 KiB blocks.
+// record's bytes rounded out to 4 KiB blocks, or to the segment file's
+// direct-read alignment (FileHandle::read_align: 512 bytes on a disk of
+// 512-byte logical blocks) where that reads at most three quarters as much:
+// a 4 KiB object, whose record is a little longer, reads 4.5 KiB rather than
+// two 4 KiB blocks. A 64 KiB object keeps its 4 KiB blocks: measured on both
+// machines, its 512-byte window saved little and read slower with four
+// readers (bench/results/dev-2026-12-03-read-align.md).
 //
 // A single large raw record (codec none) is read as several requests in
 // flight through a ring from the tier's read-buffer cache
@@ -46,6 +49,17 @@ uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 }  // namespace
 
+void ReadWindowBounds(uint64_t offset, uint64_t length, uint64_t fine_align, uint64_t* start, uint64_t* end) {
+  *start = AlignDown(offset, kIoAlign);
+  *end = AlignUp(offset + length, kIoAlign);
+  if (fine_align == 0 || fine_align >= kIoAlign) return;
+  const uint64_t fs = AlignDown(offset, fine_align), fe = AlignUp(offset + length, fine_align);
+  if ((fe - fs) * 4 <= (*end - *start) * 3) {
+    *start = fs;
+    *end = fe;
+  }
+}
+
 // One record's aligned read window.
 struct FileTier::ReadWindow {
   SegmentPtr seg;
@@ -60,11 +74,10 @@ Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow
                              std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
-  // The file's direct-read alignment (FileHandle::read_align): a small
-  // record is read in 512-byte units where the disk allows it.
-  const uint64_t align = w->seg->file.read_align;
-  w->start = AlignDown(loc.offset, align);
-  w->end = AlignUp(loc.offset + loc.length, align);
+  // The window in kIoAlign blocks, or in the file's finer direct-read
+  // alignment (FileHandle::read_align) where that reads at most three
+  // quarters as much (see ReadWindowBounds).
+  ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
   if (cached_buffer && w->end - w->start <= kCachedReadLimit) {
     w->cached = read_buffers_.Take(w->end - w->start);
     w->data = w->cached.get();

@@ -197,6 +197,28 @@ class ReadCountingIo final : public FileIoWrapper {
   uint64_t read_bytes = 0;
 };
 
+TEST_CASE("a read window is in 4 KiB blocks unless the file's finer alignment reads at most 3/4 as much") {
+  uint64_t s = 0, e = 0;
+  // A 4 KiB object's record (4096 + 70 bytes) inside a 4 KiB block: two
+  // blocks, 8 KiB, against 4.5 KiB in 512-byte units.
+  ReadWindowBounds(8192 + 200, 4166, 512, &s, &e);
+  CHECK(s == 8192);
+  CHECK(e == 8192 + 4608);
+  // A 64 KiB object's record: 68 KiB in blocks, 65 KiB in 512-byte units,
+  // too little saved: blocks.
+  ReadWindowBounds(8192 + 200, 65536 + 70, 512, &s, &e);
+  CHECK(s == 8192);
+  CHECK(e == 8192 + 69632);
+  // No finer alignment known: blocks.
+  ReadWindowBounds(8192 + 200, 4166, 4096, &s, &e);
+  CHECK(s == 8192);
+  CHECK(e == 8192 + 8192);
+  // Aligned and exactly a block: nothing to round.
+  ReadWindowBounds(4096, 4096, 512, &s, &e);
+  CHECK(s == 4096);
+  CHECK(e == 8192);
+}
+
 TEST_CASE("a small record is read in the file's direct-read alignment, not in 4 KiB blocks") {
   for (auto& base : AllIo(/*memory=*/false)) {  // real files: their statx alignment
     INFO("FileIo: " << std::string(base->name()));
@@ -228,9 +250,12 @@ TEST_CASE("a small record is read in the file's direct-read alignment, not in 4 
       std::string why;
       CHECK_MESSAGE(ReadsBack(tier, loc, objs[i], &why), why);
       const uint64_t read = io.read_bytes - before;
-      // The record's own bytes rounded out to the alignment on both sides.
-      const uint64_t window = (loc.offset + loc.length + align - 1) / align * align - loc.offset / align * align;
-      CHECK(read == window);
+      // The record's own bytes rounded out: the window ReadWindowBounds picks.
+      uint64_t ws = 0, we = 0;
+      ReadWindowBounds(loc.offset, loc.length, align, &ws, &we);
+      CHECK(read == we - ws);
+      CHECK(ws <= loc.offset);
+      CHECK(we >= loc.offset + loc.length);
       if (objs[i].bufs[0].size() == 4096 && read > 8192 - 1) ++over_4k;
     }
     if (align < kIoAlign) {
