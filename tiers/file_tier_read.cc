@@ -74,9 +74,6 @@ Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow
                              std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
-  // The window in kIoAlign blocks, or in the file's finer direct-read
-  // alignment (FileHandle::read_align) where that reads at most three
-  // quarters as much (see ReadWindowBounds).
   ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
   if (cached_buffer && w->end - w->start <= kCachedReadLimit) {
     w->cached = read_buffers_.Take(w->end - w->start);

@@ -234,11 +234,11 @@ TEST_CASE("a small record is read in the file's direct-read alignment, not in 4 
     }
     auto locs = StoreAll(tier, objs);
     REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
-    // What the file handle says reads may use; kIoAlign without O_DIRECT.
+    // What the file handle says reads may use (kIoAlign without O_DIRECT).
     OpenOptions ro;
     auto probe = base->Open(tmp.path() + "/" + Segment::FileName((*locs)[0].segment), ro);
     REQUIRE(probe.ok());
-    const uint64_t align = probe->direct ? probe->read_align : kIoAlign;
+    const uint64_t align = probe->read_align;
     (void)base->Close(*probe);
     CHECK(align >= 1);
     CHECK(kIoAlign % align == 0);
