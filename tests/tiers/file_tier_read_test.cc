@@ -5,10 +5,14 @@
 // (an injected EIO) fails the Load with an error naming the file and the
 // offset and loses nothing (the next Load serves the object); a damaged
 // byte past the first ring's worth is Corruption; a record cut short by a
-// truncated file is Corruption, never a short object.
+// truncated file is Corruption, never a short object. A batch (LoadBatch)
+// streams its large raw records one by one and reads the others' windows
+// together.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -182,6 +186,76 @@ TEST_CASE("a damaged byte deep in a streamed record, or a record cut short, is C
   CHECK_MESSAGE(ReadsBack(tier, (*locs)[1], objs[1], &why), why);
   for (Location& l : *locs) tier.Free(l);
   tier.Free((*cut_locs)[0]);
+}
+
+// Counts streamed submissions (SubmitAndWaitEach, forwarded so the target's
+// own overlap runs) and the largest batch of reads one SubmitAndWait carried.
+class SubmissionCountingIo final : public FileIoWrapper {
+ public:
+  using FileIoWrapper::FileIoWrapper;
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    uint64_t bytes = 0;
+    for (const IoRequest& q : r) {
+      if (q.op == IoRequest::Op::kRead) bytes += q.len;
+    }
+    largest_read_submission = std::max(largest_read_submission, bytes);
+    return FileIoWrapper::SubmitAndWait(r, qd);
+  }
+  Status SubmitAndWaitEach(std::span<IoRequest> r, uint32_t qd, size_t max_ahead,
+                           const std::function<void(size_t)>& done) override {
+    ++streamed;
+    return target()->SubmitAndWaitEach(r, qd, max_ahead, done);
+  }
+  uint64_t largest_read_submission = 0;
+  int streamed = 0;
+};
+
+TEST_CASE("a batch reads its large raw records streamed, one by one, and the rest in one submission") {
+  TempDir dir("fread");
+  auto base = MakeFileIo(IoEngine::kAuto);
+  SubmissionCountingIo io(base.get());
+  FileTier tier(FileConfig(dir.path()), 1, &io, nullptr);
+  REQUIRE(tier.Open().ok());
+  // At the default 1 MiB block size, records of 4 MiB and more are streamed.
+  std::vector<Obj> objs;
+  objs.push_back(MakeObj("small", {100 << 10}, 21));
+  objs.push_back(MakeObj("large", {8 << 20}, 22));
+  objs.push_back(MakeObj("medium", {300 << 10}, 23));  // streamed when read alone, batched here
+  objs.push_back(MakeObj("two-mib", {2 << 20}, 24));
+  objs.push_back(MakeObj("large-odd", {(5 << 20) + 13, 4096}, 25));
+  auto locs = StoreAll(tier, objs);
+  REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
+  REQUIRE(tier.Sync().ok());
+  std::vector<std::string_view> keys;
+  for (const Obj& o : objs) keys.push_back(o.key);
+
+  auto check_batch = [&](int bad) {
+    io.largest_read_submission = 0;
+    io.streamed = 0;
+    auto blobs = tier.LoadBatch(*locs, keys);
+    REQUIRE(blobs.size() == objs.size());
+    for (size_t i = 0; i < objs.size(); ++i) {
+      CAPTURE(objs[i].key);
+      if (static_cast<int>(i) == bad) {
+        CHECK_MESSAGE(blobs[i].status().IsCorruption(), blobs[i].status().ToString());
+        continue;
+      }
+      REQUIRE_MESSAGE(blobs[i].ok(), blobs[i].status().ToString());
+      const auto want = objs[i].concat();
+      CHECK((*blobs[i])->size() == want.size());
+      CHECK(std::memcmp((*blobs[i])->data(), want.data(), want.size()) == 0);
+    }
+    CHECK(io.streamed == 2);
+    // The small records' windows went in submissions that never held a large record's.
+    CHECK(io.largest_read_submission > 0);
+    CHECK(io.largest_read_submission < (5ull << 20));
+  };
+  check_batch(-1);
+  // A damaged byte deep in a streamed record of the batch fails that record only.
+  const Location& large = (*locs)[1];
+  REQUIRE(FlipByteAt(*base, dir.path(), large.segment, large.offset + large.length - 4321).ok());
+  check_batch(1);
+  for (Location& l : *locs) tier.Free(l);
 }
 
 // Counts the bytes of every read request it forwards.
