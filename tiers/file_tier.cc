@@ -80,9 +80,8 @@ struct FileTier::Slab {
 //
 // Buffers go to the streamed writes strictly in the order they started
 // (each takes a ticket): a write gets none while an older one still has
-// pieces to fill, so two large objects stored at once are written one
-// after the other, the second encoding its first pieces while the first
-// one's last pieces are on the disk. The disk sees the same queue either
+// pieces to fill or its header to write, so two large objects stored at
+// once are written one after the other. The disk sees the same queue either
 // way, but the first object is on disk (and its source memory free) in half
 // the time: with a host tier that holds two such objects, interleaved
 // writes finished together, and the disk then sat idle while the next two
@@ -96,7 +95,7 @@ class FileTier::PieceBuffers {
   ~PieceBuffers() {
     for (std::byte* b : free_) std::free(b);
   }
-  // A write's place in the queue; Done() gives it up (after its last Acquire).
+  // A write's place in the queue; Done() gives it up (after its header is written).
   uint64_t Ticket() {
     std::lock_guard<std::mutex> l(mu_);
     active_.insert(next_ticket_);
@@ -487,7 +486,6 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
       tracker.Done(std::move(ws));
     });
   }
-  pieces_->Done(ticket);  // the next streamed write may fill pieces while these are written
   Status written = tracker.Wait();
   if (st.ok()) st = std::move(written);
   if (st.ok()) {
@@ -496,6 +494,13 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     rec.FinishHeader(head.get(), RecordSeed(seg->id, base));
     st = io_->Write(seg->file, base, head.get(), kIoAlign);
   }
+  // Only now may the next streamed write fill pieces: queued behind them,
+  // this header waited for the whole next object (the disk's elevator
+  // serves the higher offsets first), and the two objects' sources were
+  // freed together. Measured with 64 MiB objects through a 128 MiB host
+  // tier: a 4 KiB header write took 42 ms, the moves finished in pairs,
+  // and the disk sat idle while the next two Puts copied their objects in.
+  pieces_->Done(ticket);
   if (!st.ok()) return AbandonWrite(stripe, seg, base, len, 1, st);
   seg->dirty.store(true, std::memory_order_relaxed);
   Publish(stripe, *seg, base, rec.size(), &out[slab.first]);
