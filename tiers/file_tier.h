@@ -10,12 +10,16 @@
 // whole encoding nor faults in a fresh 64 MiB buffer; its header block goes
 // last, once the payload checksum is known. A Location is published only
 // after its bytes are on disk. Two streamed writes at once take the piece
-// buffers in the order they started, so the first finishes first.
+// buffers in the order they started, and the second starts only once the
+// first one's header is written, so the first finishes (and frees its
+// source) first.
 //
 // Read path (file_tier_read.cc): a large raw record is read as several
 // requests in flight through a reused ring buffer, each piece hashed and
 // copied into the object's blob as soon as it arrives, so verification
-// overlaps the I/O; nothing is served before the whole record verified.
+// overlaps the I/O; nothing is served before the whole record verified. A
+// batch (LoadBatch) reads its small records' windows in one submission and
+// its large raw records that way, one by one.
 //
 // Freeing a record punches its blocks in the background; Sync and
 // allocated_bytes() wait for the punches queued before them. On a
