@@ -138,9 +138,11 @@ class WriteOrderIo final : public FileIoWrapper {
   std::vector<Write> writes_;
 };
 
-TEST_CASE("a streamed record's header is on disk before the next streamed record's first piece starts") {
+TEST_CASE("a streamed record's header is on disk before the next streamed record's second piece starts") {
   // Queued behind the next record's pieces, the header waited for that
-  // whole record, so both objects' memory came free only at its end.
+  // whole record, so both objects' memory came free only at its end. The
+  // next record's first piece may go ahead (it keeps the disk busy while
+  // the header is written), no more.
   TempDir dir("ftier");
   auto base = Io();
   WriteOrderIo io(base.get());
@@ -171,13 +173,14 @@ TEST_CASE("a streamed record's header is on disk before the next streamed record
   const Location& first = a_first ? ra : rb;
   const Location& second = a_first ? rb : ra;
   REQUIRE(header_end(first) != ~uint64_t{0});
-  uint64_t second_pieces = 0;
+  uint64_t second_pieces = 0, ahead = 0;
   for (const auto& w : io.writes()) {
     if (w.offset < second.offset || w.offset >= second.offset + second.length) continue;
     ++second_pieces;
-    CHECK_MESSAGE(w.start > header_end(first), "a write at offset " << w.offset << " of the second record started before the first record's header was written");
+    if (w.start < header_end(first)) ++ahead;
   }
   CHECK(second_pieces >= 20);
+  CHECK_MESSAGE(ahead <= 1, ahead << " writes of the second record started before the first record's header was written");
   CheckReadsBack(tier, ra, a[0]);
   CheckReadsBack(tier, rb, b[0]);
   tier.Free((*la)[0]);
