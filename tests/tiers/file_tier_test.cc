@@ -138,10 +138,10 @@ class WriteOrderIo final : public FileIoWrapper {
   std::vector<Write> writes_;
 };
 
-TEST_CASE("a streamed record's header is on disk before the next streamed record's second piece starts") {
+TEST_CASE("a streamed record's header waits behind at most four pieces of the next streamed record") {
   // Queued behind the next record's pieces, the header waited for that
   // whole record, so both objects' memory came free only at its end. The
-  // next record's first piece may go ahead (it keeps the disk busy while
+  // next record's first pieces may go ahead (they keep the disk busy while
   // the header is written), no more.
   TempDir dir("ftier");
   auto base = Io();
@@ -180,7 +180,7 @@ TEST_CASE("a streamed record's header is on disk before the next streamed record
     if (w.start < header_end(first)) ++ahead;
   }
   CHECK(second_pieces >= 20);
-  CHECK_MESSAGE(ahead <= 1, ahead << " writes of the second record started before the first record's header was written");
+  CHECK_MESSAGE(ahead <= 4, ahead << " writes of the second record started before the first record's header was written");
   CheckReadsBack(tier, ra, a[0]);
   CheckReadsBack(tier, rb, b[0]);
   tier.Free((*la)[0]);
