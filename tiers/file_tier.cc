@@ -495,8 +495,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   const uint64_t block = config().io.block_bytes;
   TaskGroup tracker;
   const uint64_t ticket = pieces_->Ticket();
-  size_t sent = 0;       // pieces handed to the writers
-  bool writing = false;  // every older streamed write has retired
+  size_t sent = 0;  // pieces handed to the writers
   for (uint64_t pos = kIoAlign; pos < len && !tracker.failed(); pos += kPieceBytes) {
     const uint64_t n = std::min(kPieceBytes, len - pos);
     std::byte* buf = pieces_->Acquire(ticket);  // waits while every buffer is on the disk
@@ -507,14 +506,12 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     const uint64_t fill = std::min(n, rec.size() - rec.produced());
     rec.Next(std::span<std::byte>(buf, fill));
     std::memset(buf + fill, 0, n - fill);  // up to the aligned end
-    if (!writing && sent >= kPiecesAheadOfTurn) {
+    if (sent++ == kPiecesAheadOfTurn) {
       // The rest wait for the previous write's header: the disk stays busy
       // with the first pieces while it is written, and the header waits
       // behind those pieces only, not behind this whole record.
       pieces_->WaitToWrite(ticket);
-      writing = true;
     }
-    ++sent;
     tracker.Add();
     piece_pool_->Submit([this, &tracker, buf, n, block, depth, file = &seg->file, at = base + pos] {
       std::vector<IoRequest> reqs;
@@ -524,7 +521,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
       tracker.Done(std::move(ws));
     });
   }
-  pieces_->FilledAll(ticket);  // the next streamed write may fill its first piece
+  pieces_->FilledAll(ticket);  // the next streamed write may fill pieces and send its first ones
   Status written = tracker.Wait();
   if (st.ok()) st = std::move(written);
   if (st.ok()) {
@@ -533,12 +530,10 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     rec.FinishHeader(head.get(), RecordSeed(seg->id, base));
     st = io_->Write(seg->file, base, head.get(), kIoAlign);
   }
-  // Only now may the next streamed write send more than its first pieces
-  // to the disk: queued behind them all, this header waited for the whole
-  // next object (the disk's elevator serves the higher offsets first), and
-  // the two objects' sources were freed together. Measured with 64 MiB objects through a 128 MiB
-  // host tier: a 4 KiB header write took 42 ms, the moves finished in pairs,
-  // and the disk sat idle while the next two Puts copied their objects in.
+  // Only now may the next streamed write send more than its first
+  // kPiecesAheadOfTurn pieces: queued behind all of them, this header waited
+  // for the whole next object (the disk's elevator serves the higher offsets
+  // first; measured: 42 ms for 64 MiB objects).
   pieces_->Retire(ticket);
   if (!st.ok()) return AbandonWrite(stripe, seg, base, len, 1, st);
   seg->dirty.store(true, std::memory_order_relaxed);

@@ -10,9 +10,9 @@
 // whole encoding nor faults in a fresh 64 MiB buffer; its header block goes
 // last, once the payload checksum is known. A Location is published only
 // after its bytes are on disk. Two streamed writes at once take the piece
-// buffers in the order they started, and the second starts only once the
-// first one's header is written, so the first finishes (and frees its
-// source) first.
+// buffers in the order they started, and the second sends at most its first
+// few pieces to the disk before the first one's header is written, so the
+// first finishes (and frees its source) first.
 //
 // Read path (file_tier_read.cc): a large raw record is read as several
 // requests in flight through a reused ring buffer, each piece hashed and

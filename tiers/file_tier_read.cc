@@ -57,6 +57,11 @@ constexpr uint64_t kBatchStreamedPieces = 4;
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
+// A streamed read's full-size request for a tier of this io.block_bytes.
+uint64_t StreamedPieceMax(uint64_t block_bytes) {
+  return std::clamp(AlignDown(block_bytes, kIoAlign), kMinReadPiece, kCachedReadLimit);
+}
+
 }  // namespace
 
 void ReadWindowBounds(uint64_t offset, uint64_t length, uint64_t fine_align, uint64_t* start, uint64_t* end) {
@@ -138,7 +143,7 @@ StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view k
   const uint64_t start = AlignDown(loc.offset, kIoAlign);
   const uint64_t window = AlignUp(loc.offset + loc.length, kIoAlign) - start;
   const uint64_t rel = loc.offset - start;  // the record's first byte in the window
-  const uint64_t max_piece = std::clamp(AlignDown(config().io.block_bytes, kIoAlign), kMinReadPiece, kCachedReadLimit);
+  const uint64_t max_piece = StreamedPieceMax(config().io.block_bytes);
   const uint64_t piece = std::clamp(AlignUp((window + 3) / 4, kIoAlign), kMinReadPiece, max_piece);
   const size_t pieces = static_cast<size_t>((window + piece - 1) / piece);
   const size_t ring_pieces = static_cast<size_t>(std::clamp<uint64_t>(kCachedReadLimit / piece, 1, pieces));
@@ -269,10 +274,10 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
   // A raw record this long keeps kBatchStreamedPieces full-size requests in
   // flight by itself: it is read streamed, alone (LoadImpl -> LoadStreamed),
   // through the cached ring instead of a fresh window of its own length.
-  const uint64_t streamed_min = kBatchStreamedPieces * std::max<uint64_t>(config().io.block_bytes, kMinReadPiece);
-  auto streamed = [&](const Location& loc) {
-    return codec_->kind() == CodecKind::kNone && loc.length >= std::max(streamed_min, kStreamedReadMin);
-  };
+  const bool raw = codec_->kind() == CodecKind::kNone;
+  const uint64_t streamed_min =
+      std::max(kBatchStreamedPieces * StreamedPieceMax(config().io.block_bytes), kStreamedReadMin);
+  auto streamed = [&](const Location& loc) { return raw && loc.length >= streamed_min; };
   size_t i = 0;
   while (i < locs.size()) {
     if (streamed(locs[i])) {
