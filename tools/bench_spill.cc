@@ -314,8 +314,10 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   if (n1 > 0) {
     const uint64_t hits1 = ft ? ft->hits : 0;
     double get_s = 0;
+    const uint64_t io_ns0 = io.read_ns.load();
     read_range(n, n + n1, 1, &get_s);
     r.single_read_s = get_s;
+    r.single_read_io_s = (io.read_ns.load() - io_ns0) / 1e9;
     if (failed) {
       r.error = first_error;
       close();
@@ -592,7 +594,8 @@ void RunSpillSection(Context& ctx) {
   std::string cmd_w, cmd_w64, cmd_wf, cmd_ps;
   std::vector<std::string> cmd_rr(read_bs.size()), cmd_r1(read_bs.size());
   const size_t ns = sizes.size();
-  std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, pw = wr, pr = wr,
+  std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, get1_us = wr,
+                                   get1_io_us = wr, pw = wr, pr = wr,
                                    erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr;
   // References per object size and repetition, each measured right before
   // that size's engine run: fio io_uring write at depth 32 (the target's
@@ -680,10 +683,15 @@ void RunSpillSection(Context& ctx) {
       erase_us[s][r] = sr.erase_p50_us;
       disk_busy[s][r] = 100 * sr.disk.busy_fraction;
       disk_inflight[s][r] = sr.disk.inflight_mean_bytes / kMiB;
+      if (sr.single_read_objects > 0 && sr.error.empty()) {
+        get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
+        get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
+      }
       put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
       runs.push_back({{"rep", r}, {"object_bytes", size}, {"objects", count}, {"host_tier_bytes", host},
                       {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"single_read_Bps", sr.single_read_bps},
-                      {"single_read_objects", sr.single_read_objects}, {"put_s", sr.put_s},
+                      {"single_read_objects", sr.single_read_objects}, {"single_read_s", sr.single_read_s},
+                      {"single_read_io_s", sr.single_read_io_s}, {"put_s", sr.put_s},
                       {"flush_s", sr.flush_s}, {"wall_s", sr.wall_s}, {"read_s", sr.read_s},
                       {"close_s", sr.close_s}, {"file_bytes", sr.file_bytes}, {"file_objects", sr.file_objects},
                       {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
@@ -831,6 +839,15 @@ void RunSpillSection(Context& ctx) {
                              Median(gbs(rd1[s])), "GB/s", "fio psync randread " + bs_name + " QD1",
                              Median(gbs(fio_r1s[s])), Median(ratio_r1), 0.9, Better::kHigher, ">= 0.90x fio psync QD1",
                              size_errors[s], gbs(rd1[s])}, cmd_r1[b]));
+    // Where a single reader's Get spends its time: the file I/O calls
+    // against everything else (index, checksum, the copy into the
+    // object's memory). A Get slower than fio's read with most of its time
+    // outside the I/O is the engine's work; with most inside, the disk's.
+    std::vector<double> io_share(reps);
+    for (int r = 0; r < reps; ++r) io_share[r] = Ratio(get1_io_us[s][r], get1_us[s][r]);
+    rep.Add(Row{"spill.diag.get1_io." + tag, 1, "(diagnostic) 1 reader: time per Get, " + name + " objects",
+                Median(get1_us[s]), "us", "inside the file I/O", Median(get1_io_us[s]), Median(io_share), kNaN,
+                Better::kHigher, "", size_errors[s], get1_us[s]});
     rep.Add(Row{"spill.erase." + tag, 1, "Erase of a spilled " + name + " object, p50 latency", Median(erase_us[s]),
                 "us", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s], erase_us[s]});
     const double x = static_cast<double>(sizes[s]);
@@ -873,7 +890,9 @@ void RunSpillSection(Context& ctx) {
            SizeName(diag_total) + ") into a host-only engine with room for all of them, the caller's ceiling; disk "
            "busy = the share of the spill's wall time in which at least one write submission of the file tier was "
            "in flight (the JSON has the idle gaps), and the bytes in flight on average while one was (each "
-           "submission counted over its whole wait); fio keeps 32 MiB in flight.");
+           "submission counted over its whole wait); fio keeps 32 MiB in flight. 1 reader's time per Get: the single "
+           "reader's time inside Get per object, and the part of it inside the file tier's I/O calls (the ratio is "
+           "that share; the rest is the engine's own work: index, checksum, the copy into the object's memory).");
   if (peer) {
     rep.Note("Section 5: the peer (" + (peer_impl.empty() ? std::string("bench/zict_peer.py") : peer_impl) +
              " under " + o.python + ") pickles each numpy object (protocol 5, buffers out of band) and writes one "
