@@ -310,11 +310,16 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
       if (!st.ok()) {
         // Which request failed is in its result; re-read alone so the error
         // names this record precisely (and a healthy one still loads).
+        windows[k] = ReadWindow{};
         out[j] = LoadImpl(locs[j], keys[j]);
         continue;
       }
       out[j] = FinishRead(locs[j], keys[j], windows[k],
                           std::span<const IoRequest>(reqs).subspan(windows[k].first_req, windows[k].num_reqs));
+      // Each window goes as soon as its record is decoded: the batch then
+      // holds its windows or its objects, about kMaxBatchWindowBytes, not
+      // both at once.
+      windows[k] = ReadWindow{};
     }
   }
   return out;
