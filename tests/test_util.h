@@ -9,6 +9,18 @@
 #include <string>
 #include <vector>
 
+// SPILLWAY_SANITIZED: defined when the tests are built with AddressSanitizer
+// or ThreadSanitizer, whose runtimes reserve shadow address space and keep
+// freed memory in quarantine (tests that bound the address space or the
+// C library's heap skip under them).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SPILLWAY_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SPILLWAY_SANITIZED 1
+#endif
+#endif
+
 namespace spillway::testing {
 
 // Set by SPILLWAY_SKIP_TEST when the current test case skipped (read by the

@@ -20,14 +20,7 @@ using namespace spillway;
 using namespace spillway::testing;
 
 // Sanitizers reserve terabytes of address space for shadow memory, so an
-// RLIMIT_AS child cannot even start under them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SPILLWAY_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SPILLWAY_SANITIZED 1
-#endif
-#endif
+// RLIMIT_AS child cannot even start under them (SPILLWAY_SANITIZED, test_util.h).
 
 namespace {
 

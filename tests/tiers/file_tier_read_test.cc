@@ -259,17 +259,6 @@ TEST_CASE("a batch reads its large raw records streamed, one by one, and the res
   for (Location& l : *locs) tier.Free(l);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SPILLWAY_TEST_OWN_MALLOC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SPILLWAY_TEST_OWN_MALLOC 0
-#endif
-#endif
-#ifndef SPILLWAY_TEST_OWN_MALLOC
-#define SPILLWAY_TEST_OWN_MALLOC 1
-#endif
-
 // The C library's bytes in use (heap and mapped blocks) at each allocation
 // of an object's memory, the highest seen.
 class PeakSamplingAllocator final : public HostAllocator {
@@ -288,7 +277,9 @@ class PeakSamplingAllocator final : public HostAllocator {
 };
 
 TEST_CASE("a batch read holds each record's window only until the record is decoded") {
-  if (!SPILLWAY_TEST_OWN_MALLOC) SPILLWAY_SKIP_TEST("a sanitizer's allocator keeps freed memory in quarantine");
+#ifdef SPILLWAY_SANITIZED
+  SPILLWAY_SKIP_TEST("a sanitizer's allocator keeps freed memory in quarantine");
+#endif
   TempDir dir("fread");
   auto io = MakeFileIo(IoEngine::kAuto);
   PeakSamplingAllocator alloc;
