@@ -22,9 +22,16 @@ TEST_CASE("host tiers reuse the blocks of demoted objects, within their capacity
     REQUIRE(e->Flush().ok());
     EngineStats s = e->Stats();
     CHECK(s.tiers[1].objects >= 48);
-    // Most Puts found a block a demotion had freed.
+    // Every object the host tier took was allocated through the block cache,
+    // and most found a block a demotion had freed. Under heavy load (the
+    // sanitizer stages of CI) a Put can wait a second with nothing moving and
+    // go straight to the file tier (Mover::MakeRoom): it allocates no host
+    // block, so the count is of the Puts the host tier stored.
+    const uint64_t host_puts = s.tiers[0].raw_bytes_written / kMiB;
+    CAPTURE(host_puts);
+    CHECK(host_puts >= 32);
     CHECK(s.host_cache_hits >= 32);
-    CHECK(s.host_cache_misses + s.host_cache_hits >= 64);
+    CHECK(s.host_cache_misses + s.host_cache_hits >= host_puts);
     CHECK(s.host_cache_bytes + s.tiers[0].used_bytes <= 8 * kMiB);
     // Reused blocks hold what was put in them; reads from the file tier
     // (promoted or not) come back intact.
