@@ -20,7 +20,6 @@ namespace {
 // Slabs small enough that several are in flight at once (each worker keeps
 // slab/block requests queued), large enough to amortize a submission.
 constexpr uint64_t kSlabBytes = 8ull << 20;
-constexpr uint64_t kPreallocateBytes = 64ull << 20;
 
 // Streamed writes (objects larger than a slab, codec none): pieces of this
 // size, written by kPieceWriters threads at once, each piece's
@@ -357,13 +356,27 @@ Status FileTier::Reserve(uint32_t stripe, uint64_t len, int64_t records, Segment
     s.active->end += len;
     // Preallocate ahead of the writes (as fio does by default): writes into
     // allocated extents run markedly faster than ones that grow the file.
+    // The whole segment at once, when it is created and nothing is written
+    // to it yet: fallocate on ext4 and XFS first waits for every direct
+    // write in flight on the file (inode_dio_wait), so growing the active
+    // segment in 64 MiB steps drained the disk queue at every step (2 GiB
+    // of 1 MiB objects through a 64 MiB host tier: 32 fallocates took
+    // 0.19-0.31 s of a 1.6 s spill; 8 whole segments took 0.03-0.07 s). No
+    // more than the tier's capacity, so a small tier does not reserve a
+    // segment it can never fill.
     if (s.active->end > s.active->allocated) {
       const uint64_t need = s.active->end - s.active->allocated;
-      const uint64_t room = config().io.segment_bytes > s.active->allocated
-                                ? config().io.segment_bytes - s.active->allocated : 0;
-      const uint64_t want = std::max(need, std::min(kPreallocateBytes, room));
-      if (io_->Allocate(s.active->file, s.active->allocated, want).ok()) s.active->allocated += want;
-      else s.active->allocated = s.active->end;  // unsupported or full: the write decides
+      const uint64_t cap = config().capacity_bytes;
+      const uint64_t full = cap != 0 ? std::min(config().io.segment_bytes, cap) : config().io.segment_bytes;
+      const uint64_t room = full > s.active->allocated ? full - s.active->allocated : 0;
+      const uint64_t want = std::max(need, room);
+      if (io_->Allocate(s.active->file, s.active->allocated, want).ok()) {
+        s.active->allocated += want;
+      } else if (want > need && io_->Allocate(s.active->file, s.active->allocated, need).ok()) {
+        s.active->allocated += need;  // a nearly full disk: what this write needs
+      } else {
+        s.active->allocated = s.active->end;  // unsupported or full: the write decides
+      }
     }
     s.active->live_records.fetch_add(records, std::memory_order_relaxed);
   }
