@@ -3,12 +3,14 @@
 // threads at once) and read back and recovered intact; a write failing in
 // the middle of a streamed record leaves nothing a scan could revive; freed
 // blocks are punched in the background but are gone once Sync returns. Two
-// streamed records are written one after the other, header included.
+// streamed records are written one after the other, header included. Each
+// segment is preallocated whole before its first write.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -277,6 +279,110 @@ TEST_CASE("freed blocks are punched in the background and gone after Sync") {
   CHECK(keys == std::vector<std::string>{"keep"});
   CHECK_MESSAGE(skipped == 0, report);
   (void)dropped;
+}
+
+// Records every Allocate (fallocate) with the bytes written to that file
+// before it; refuses, as a full disk would, those longer than refuse_above.
+class AllocateLogIo final : public FileIoWrapper {
+ public:
+  using FileIoWrapper::FileIoWrapper;
+  struct Call {
+    std::string path;
+    uint64_t offset, len, written_before;
+    bool ok;
+  };
+  uint64_t refuse_above = ~uint64_t{0};
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    if (!r.empty() && r[0].op == IoRequest::Op::kWrite) {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const IoRequest& q : r) written_[q.file->path] += q.len;
+    }
+    return FileIoWrapper::SubmitAndWait(r, qd);
+  }
+  Status Allocate(const FileHandle& f, uint64_t offset, uint64_t len) override {
+    const bool refuse = len > refuse_above;
+    Status st = refuse ? Status::NoSpace("fallocate: No space left on device (test)") : FileIoWrapper::Allocate(f, offset, len);
+    std::lock_guard<std::mutex> l(mu_);
+    calls_.push_back({f.path, offset, len, written_[f.path], st.ok()});
+    return st;
+  }
+  std::vector<Call> calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, uint64_t> written_;
+  std::vector<Call> calls_;
+};
+
+TEST_CASE("each segment is preallocated whole when it is created, before anything is written to it") {
+  // fallocate waits for every direct write in flight on its file (ext4 and
+  // XFS), so growing a segment while it is written drains the disk queue.
+  TempDir dir("ftier");
+  auto base = Io();
+  AllocateLogIo io(base.get());
+  TierConfig c = FileConfig(dir.path(), false);
+  c.io.segment_bytes = 256ull << 20;  // the default: more than the 64 MiB steps it used to grow by
+  FileTier tier(c, 1, &io, nullptr);
+  REQUIRE(tier.Open().ok());
+  std::vector<std::vector<Obj>> batches(5);
+  for (size_t b = 0; b < batches.size(); ++b) {
+    for (int i = 0; i < 24; ++i) batches[b].push_back(MakeObj("b" + std::to_string(b) + "-" + std::to_string(i), {1u << 20}, b * 100 + i));
+    auto locs = StoreAll(tier, batches[b]);
+    REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
+    CheckReadsBack(tier, (*locs)[0], batches[b][0]);
+    CheckReadsBack(tier, locs->back(), batches[b].back());
+  }
+  // 120 MiB in one segment: one call, at its creation, for all of it.
+  const auto calls = io.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].offset == 0);
+  CHECK(calls[0].len == 256ull << 20);
+  CHECK(calls[0].written_before == 0);
+  CHECK(calls[0].ok);
+  CHECK(tier.allocated_bytes() >= 256ull << 20);
+}
+
+TEST_CASE("a tier smaller than a segment preallocates its capacity, and a disk without room for that what each write needs") {
+  TempDir dir("ftier");
+  auto base = Io();
+  AllocateLogIo io(base.get());
+  TierConfig c = FileConfig(dir.path(), false);
+  c.io.segment_bytes = 256ull << 20;
+  c.capacity_bytes = 48ull << 20;
+  FileTier small(c, 1, &io, nullptr);
+  REQUIRE(small.Open().ok());
+  std::vector<Obj> one{MakeObj("one", {1u << 20}, 7)};
+  auto l1 = StoreAll(small, one);
+  REQUIRE_MESSAGE(l1.ok(), l1.status().ToString());
+  REQUIRE(io.calls().size() == 1);
+  CHECK(io.calls()[0].len == 48ull << 20);
+
+  // A nearly full disk refuses the whole segment: each write still gets its
+  // blocks reserved before it is written.
+  TempDir dir2("ftier");
+  AllocateLogIo full(base.get());
+  full.refuse_above = 8ull << 20;
+  TierConfig c2 = FileConfig(dir2.path(), false);
+  c2.io.segment_bytes = 256ull << 20;
+  FileTier tier(c2, 1, &full, nullptr);
+  REQUIRE(tier.Open().ok());
+  std::vector<Obj> objs;
+  for (int i = 0; i < 4; ++i) objs.push_back(MakeObj("n" + std::to_string(i), {1u << 20}, 20 + i));
+  auto locs = StoreAll(tier, objs);
+  REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
+  const auto calls = full.calls();
+  REQUIRE(calls.size() == 2);
+  CHECK_FALSE(calls[0].ok);
+  CHECK(calls[0].len == 256ull << 20);
+  CHECK(calls[1].ok);
+  CHECK(calls[1].offset == 0);
+  CHECK(calls[1].len >= 4ull << 20);
+  CHECK(calls[1].len <= 8ull << 20);
+  CHECK(calls[1].written_before == 0);
+  for (size_t i = 0; i < objs.size(); ++i) CheckReadsBack(tier, (*locs)[i], objs[i]);
 }
 
 }  // namespace
