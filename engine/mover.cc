@@ -192,7 +192,22 @@ namespace {
 // counting wake-ups is not enough: a burst of completions elsewhere used to
 // exhaust the retries while the chain below was still making room.
 constexpr auto kNoProgressWait = std::chrono::milliseconds(1000);
+// While batches are in flight from its tier down, the caller waits for them
+// this long instead: each one completes or fails, and either wakes it. On a
+// loaded machine (CI's sanitizer stages, a disk shared with other work) one
+// batch can take longer than kNoProgressWait, and a Put that gave up then
+// went to the tier below although room was on its way (a test counting the
+// host tier's allocations saw 62 of 64 Puts there). The bound still ends
+// the wait if the disk stops answering.
+constexpr auto kInflightWait = std::chrono::milliseconds(10000);
 }  // namespace
+
+bool Mover::InflightLocked(int t) const {
+  for (size_t d = static_cast<size_t>(t); d < bounds_.size(); ++d) {
+    if (bounds_[d].inflight_batches > 0) return true;
+  }
+  return false;
+}
 
 uint64_t Mover::ProgressLocked(int t) const {
   // Any change in these means something moved or was freed from t down.
@@ -228,7 +243,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
   KickLocked(t);
   bool ok = false;
   uint64_t seen = ProgressLocked(t);
-  auto deadline = std::chrono::steady_clock::now() + kNoProgressWait;
+  auto progressed = std::chrono::steady_clock::now();
   for (;;) {
     if (tier.TryReserve(bytes)) {
       ok = true;
@@ -239,8 +254,8 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
     const auto now = std::chrono::steady_clock::now();
     if (now_sig != seen) {
       seen = now_sig;
-      deadline = now + kNoProgressWait;
-    } else if (now >= deadline) {
+      progressed = now;
+    } else if (now - progressed >= (InflightLocked(t) ? kInflightWait : kNoProgressWait)) {
       break;  // nothing moved or was freed for a while: nothing can move
     }
     // A stuck boundary (its last batch moved nothing) is re-tried: the pins

@@ -65,8 +65,10 @@ class Mover {
   // Reserves `bytes` in tier t, making room if needed: true when reserved.
   // Background: waits for the mover until the reservation fits, or gives up
   // after a second in which nothing moved or was freed from tier t down (all
-  // pinned, nothing below has room). Otherwise demotes on the caller's thread. Never waits for a
-  // whole batch to be re-started: every completion re-tries the reservation.
+  // pinned, nothing below has room), ten seconds while batches from tier t
+  // down are still running. Otherwise demotes on the caller's thread. Never
+  // waits for a whole batch to be re-started: every completion re-tries the
+  // reservation.
   bool MakeRoom(int t, uint64_t bytes);
   // Reserves `bytes` in tier t for a promotion if it has room now. With a
   // scheduler, never demotes: a full tier gets a RequestRoom and the read is
@@ -107,6 +109,8 @@ class Mover {
   // REQUIRES: mu_. A value that changes whenever bytes move or are freed in
   // tier t or below (MakeRoom's measure of progress).
   uint64_t ProgressLocked(int t) const;
+  // REQUIRES: mu_. Whether a batch of boundary t or one below is running.
+  bool InflightLocked(int t) const;
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
   void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);

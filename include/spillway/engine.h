@@ -167,8 +167,8 @@ class Engine {
   // first host tier (whatever policy.promote_on_read says: that governs Gets),
   // then unpinned, so a later Get is a memory hit. Where
   // that tier is full, the background thread waits for the mover to make
-  // room (at most a second without progress; then that key is left where it
-  // is). A Get of a key a Prefetch is reading waits for that read (up to two
+  // room (at most a second without progress, ten while demotions are still
+  // running; then that key is left where it is). A Get of a key a Prefetch is reading waits for that read (up to two
   // seconds) instead of reading the record a second time. Best effort: keys
   // that are missing or erased meanwhile are skipped, errors are dropped,
   // and nothing is demoted or written on the caller's thread.
