@@ -10,8 +10,9 @@ namespace spillway::internal {
 
 static_assert(kMaxKeyLen < (1u << 24), "Entry::key_len holds 24 bits");
 static_assert(sizeof(EntryLocation) == 32);
-// 96: 88 plus the version's sequence number (recovery across tiers, docs/format.md).
-static_assert(sizeof(Entry) == 96, "keep the per-object index cost in view when adding fields");
+// 88: the version's sequence number (recovery across tiers, docs/format.md)
+// included; the shard tables hold no pointer in the entry.
+static_assert(sizeof(Entry) == 88, "keep the per-object index cost in view when adding fields");
 
 void EntryLocation::Clear() {
   if (has_blob_) {
@@ -70,71 +71,81 @@ void Entry::Destroy(Entry* e) {
 
 uint64_t ObjectIndex::Hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
-Entry* ObjectIndex::Shard::Find(std::string_view key, uint64_t hash) const {
-  if (buckets_.empty()) return nullptr;
-  for (Entry* e = buckets_[Bucket(hash)]; e != nullptr; e = e->hash_next) {
-    if (e->key_len == key.size() && std::memcmp(reinterpret_cast<const char*>(e + 1), key.data(), key.size()) == 0) return e;
+size_t ObjectIndex::Shard::Locate(std::string_view key, uint64_t hash) const {
+  if (slots_.empty()) return 0;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = Home(hash);; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.entry == nullptr) return slots_.size();
+    if (s.hash == hash && s.entry->key_len == key.size() &&
+        std::memcmp(reinterpret_cast<const char*>(s.entry + 1), key.data(), key.size()) == 0) {
+      return i;
+    }
   }
-  return nullptr;
+}
+
+Entry* ObjectIndex::Shard::Find(std::string_view key, uint64_t hash) const {
+  const size_t i = Locate(key, hash);
+  return i < slots_.size() ? slots_[i].entry : nullptr;
 }
 
 Entry* ObjectIndex::Shard::Replace(Entry* e, uint64_t hash) {
-  if (count_ >= buckets_.size()) Grow();
-  Entry** link = &buckets_[Bucket(hash)];
+  // At most three quarters full: a probe sequence stays short, and there is
+  // always an empty slot to end it.
+  if ((count_ + 1) * 4 > slots_.size() * 3) Grow();
+  const size_t mask = slots_.size() - 1;
   const std::string_view key = e->key();
-  for (; *link != nullptr; link = &(*link)->hash_next) {
-    Entry* old = *link;
-    if (old->key() == key) {
-      e->hash_next = old->hash_next;
-      old->hash_next = nullptr;
-      *link = e;
+  for (size_t i = Home(hash);; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (s.entry == nullptr) {
+      s = Slot{hash, e};
+      ++count_;
+      return nullptr;
+    }
+    if (s.hash == hash && s.entry->key() == key) {
+      Entry* old = s.entry;
+      s.entry = e;
       return old;
     }
   }
-  e->hash_next = nullptr;
-  *link = e;
-  ++count_;
-  return nullptr;
 }
 
 bool ObjectIndex::Shard::Remove(Entry* e, uint64_t hash) {
-  if (buckets_.empty()) return false;
-  for (Entry** link = &buckets_[Bucket(hash)]; *link != nullptr; link = &(*link)->hash_next) {
-    if (*link == e) {
-      *link = e->hash_next;
-      e->hash_next = nullptr;
-      --count_;
-      return true;
+  size_t i = Locate(e->key(), hash);
+  if (i >= slots_.size() || slots_[i].entry != e) return false;
+  // Backward shift: each later slot of the run moves into the hole unless
+  // its home lies cyclically in (hole, slot], where it already is reachable.
+  const size_t mask = slots_.size() - 1;
+  for (size_t j = (i + 1) & mask; slots_[j].entry != nullptr; j = (j + 1) & mask) {
+    const size_t home = Home(slots_[j].hash);
+    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (!stays) {
+      slots_[i] = slots_[j];
+      i = j;
     }
   }
-  return false;
+  slots_[i] = Slot{};
+  --count_;
+  return true;
 }
 
 void ObjectIndex::Shard::TakeAll(std::vector<Entry*>* out) {
-  for (Entry*& head : buckets_) {
-    for (Entry* e = head; e != nullptr;) {
-      Entry* next = e->hash_next;
-      e->hash_next = nullptr;
-      out->push_back(e);
-      e = next;
-    }
-    head = nullptr;
+  for (Slot& s : slots_) {
+    if (s.entry != nullptr) out->push_back(s.entry);
+    s = Slot{};
   }
   count_ = 0;
 }
 
 void ObjectIndex::Shard::Grow() {
-  // Load factor at most 1: a hit usually touches one bucket and one entry.
-  std::vector<Entry*> old = std::move(buckets_);
-  buckets_.assign(old.empty() ? 16 : old.size() * 2, nullptr);
-  for (Entry* head : old) {
-    for (Entry* e = head; e != nullptr;) {
-      Entry* next = e->hash_next;
-      Entry*& b = buckets_[Bucket(Hash(e->key()))];
-      e->hash_next = b;
-      b = e;
-      e = next;
-    }
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.entry == nullptr) continue;
+    size_t i = Home(s.hash);
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask;
+    slots_[i] = s;
   }
 }
 
