@@ -71,12 +71,11 @@ void Entry::Destroy(Entry* e) {
 
 uint64_t ObjectIndex::Hash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
-size_t ObjectIndex::Shard::Locate(std::string_view key, uint64_t hash) const {
-  if (slots_.empty()) return 0;
+size_t ObjectIndex::Shard::Probe(std::string_view key, uint64_t hash) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = Home(hash);; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
-    if (s.entry == nullptr) return slots_.size();
+    if (s.entry == nullptr) return i;
     if (s.hash == hash && s.entry->key_len == key.size() &&
         std::memcmp(reinterpret_cast<const char*>(s.entry + 1), key.data(), key.size()) == 0) {
       return i;
@@ -85,34 +84,24 @@ size_t ObjectIndex::Shard::Locate(std::string_view key, uint64_t hash) const {
 }
 
 Entry* ObjectIndex::Shard::Find(std::string_view key, uint64_t hash) const {
-  const size_t i = Locate(key, hash);
-  return i < slots_.size() ? slots_[i].entry : nullptr;
+  return slots_.empty() ? nullptr : slots_[Probe(key, hash)].entry;
 }
 
 Entry* ObjectIndex::Shard::Replace(Entry* e, uint64_t hash) {
   // At most three quarters full: a probe sequence stays short, and there is
   // always an empty slot to end it.
   if ((count_ + 1) * 4 > slots_.size() * 3) Grow();
-  const size_t mask = slots_.size() - 1;
-  const std::string_view key = e->key();
-  for (size_t i = Home(hash);; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (s.entry == nullptr) {
-      s = Slot{hash, e};
-      ++count_;
-      return nullptr;
-    }
-    if (s.hash == hash && s.entry->key() == key) {
-      Entry* old = s.entry;
-      s.entry = e;
-      return old;
-    }
-  }
+  Slot& s = slots_[Probe(e->key(), hash)];
+  Entry* old = s.entry;
+  if (old == nullptr) ++count_;
+  s = Slot{hash, e};
+  return old;
 }
 
 bool ObjectIndex::Shard::Remove(Entry* e, uint64_t hash) {
-  size_t i = Locate(e->key(), hash);
-  if (i >= slots_.size() || slots_[i].entry != e) return false;
+  if (slots_.empty()) return false;
+  size_t i = Probe(e->key(), hash);
+  if (slots_[i].entry != e) return false;
   // Backward shift: each later slot of the run moves into the hole unless
   // its home lies cyclically in (hole, slot], where it already is reachable.
   const size_t mask = slots_.size() - 1;

@@ -168,8 +168,9 @@ class ObjectIndex {
     // The slot a hash probes first. The low bits chose the shard
     // (ShardForHash), so the slot comes from the bits above them.
     size_t Home(uint64_t hash) const { return (hash / kShards) & (slots_.size() - 1); }
-    // The slot holding `e` (for Remove) or the key's entry; slots_.size() if none.
-    size_t Locate(std::string_view key, uint64_t hash) const;
+    // The slot holding the key's entry, or else the empty slot that ends its
+    // probe (where it would go). REQUIRES: slots_ not empty.
+    size_t Probe(std::string_view key, uint64_t hash) const;
     void Grow();
 
     std::vector<Slot> slots_;  // power-of-two size, or empty

@@ -360,11 +360,10 @@ Status FileTier::Reserve(uint32_t stripe, uint64_t len, int64_t records, Segment
     // to it yet: fallocate on ext4 and XFS first waits for every direct
     // write in flight on the file (inode_dio_wait), so growing the active
     // segment in 64 MiB steps drained the disk queue at every step (2 GiB
-    // of 1 MiB objects through a 64 MiB host tier: 32 fallocates took
-    // 0.17-0.31 s of a 1.6 s spill, once 3.7 s; 8 whole segments took
-    // 0.006-0.07 s). No
-    // more than the tier's capacity, so a small tier does not reserve a
-    // segment it can never fill.
+    // spills through a 64 MiB host tier: 31-33 fallocates took 0.14-0.42 s
+    // per spill, once 3.7 s; 8-11 whole segments 0.006-0.28 s;
+    // bench/results/prealloc-2026-12-03.md). No more than the tier's
+    // capacity, so a small tier does not reserve a segment it can never fill.
     if (s.active->end > s.active->allocated) {
       const uint64_t need = s.active->end - s.active->allocated;
       const uint64_t cap = config().capacity_bytes;

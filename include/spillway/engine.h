@@ -168,8 +168,9 @@ class Engine {
   // then unpinned, so a later Get is a memory hit. Where
   // that tier is full, the background thread waits for the mover to make
   // room (at most a second without progress, ten while demotions are still
-  // running; then that key is left where it is). A Get of a key a Prefetch is reading waits for that read (up to two
-  // seconds) instead of reading the record a second time. Best effort: keys
+  // running; then that key is left where it is). A Get of a key a Prefetch
+  // is reading waits for that read (up to two seconds) instead of reading
+  // the record a second time. Best effort: keys
   // that are missing or erased meanwhile are skipped, errors are dropped,
   // and nothing is demoted or written on the caller's thread.
   virtual void Prefetch(std::span<const std::string> keys, Where where) = 0;
