@@ -408,7 +408,7 @@ Status GpuTier::LoadGroups(std::span<const Location> locs, const ReadyFn& ready)
         if (a) {
           a->Free(p, n);
         } else {
-          std::free(p);
+          Blob::FreeHost(p, n);
         }
       });
     }

@@ -27,10 +27,18 @@ std::byte* HostBlockCache::AllocateBlock(uint64_t class_bytes) {
   return static_cast<std::byte*>(std::aligned_alloc(64, class_bytes));
 }
 
+void HostBlockCache::FreeBlock(std::byte* p, uint64_t class_bytes) {
+  if (class_bytes >= Blob::kHugePageMinBytes) {
+    Blob::FreeLargeHost(p, class_bytes);
+  } else {
+    std::free(p);
+  }
+}
+
 std::byte* HostBlockCache::Allocate(uint64_t bytes) {
   if (!Serves(bytes)) return Blob::AllocateHost(bytes);
   const uint64_t cls = ClassBytes(bytes);
-  std::vector<std::byte*> drop;
+  std::vector<Block> drop;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = free_.find(cls);
@@ -46,14 +54,14 @@ std::byte* HostBlockCache::Allocate(uint64_t bytes) {
     // room first where the tiers' footprint would pass the limit.
     if (cached_ > 0 && !detached_) drop = TrimLocked(used_(), cls);
   }
-  for (std::byte* p : drop) std::free(p);
+  for (const Block& b : drop) FreeBlock(b.p, b.class_bytes);
   return AllocateBlock(cls);
 }
 
 void HostBlockCache::Free(std::byte* p, uint64_t bytes) {
   if (p == nullptr) return;
   if (!Serves(bytes)) {
-    std::free(p);
+    Blob::FreeHost(p, bytes);
     return;
   }
   const uint64_t cls = ClassBytes(bytes);
@@ -70,15 +78,15 @@ void HostBlockCache::Free(std::byte* p, uint64_t bytes) {
     }
     ++dropped_;
   }
-  std::free(p);
+  FreeBlock(p, cls);
 }
 
-std::vector<std::byte*> HostBlockCache::TrimLocked(uint64_t used, uint64_t keep_class) {
-  std::vector<std::byte*> out;
+std::vector<HostBlockCache::Block> HostBlockCache::TrimLocked(uint64_t used, uint64_t keep_class) {
+  std::vector<Block> out;
   for (auto it = free_.rbegin(); it != free_.rend() && cached_ + used > limit_; ++it) {
     if (it->first == keep_class) continue;
     while (!it->second.empty() && cached_ + used > limit_) {
-      out.push_back(it->second.back());
+      out.push_back({it->second.back(), it->first});
       it->second.pop_back();
       cached_ -= it->first;
       ++dropped_;
@@ -88,13 +96,13 @@ std::vector<std::byte*> HostBlockCache::TrimLocked(uint64_t used, uint64_t keep_
 }
 
 void HostBlockCache::Trim() {
-  std::vector<std::byte*> drop;
+  std::vector<Block> drop;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (cached_ == 0 || detached_) return;
     drop = TrimLocked(used_(), 0);
   }
-  for (std::byte* p : drop) std::free(p);
+  for (const Block& b : drop) FreeBlock(b.p, b.class_bytes);
 }
 
 void HostBlockCache::ReleaseCached() {
@@ -106,7 +114,7 @@ void HostBlockCache::ReleaseCached() {
     cached_ = 0;
   }
   for (const auto& [cls, blocks] : all) {
-    for (std::byte* p : blocks) std::free(p);
+    for (std::byte* p : blocks) FreeBlock(p, cls);
   }
 }
 

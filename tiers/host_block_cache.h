@@ -77,10 +77,15 @@ class HostBlockCache final : public HostAllocator {
 
  private:
   static std::byte* AllocateBlock(uint64_t class_bytes);
+  static void FreeBlock(std::byte* p, uint64_t class_bytes);  // what AllocateBlock returned
+  struct Block {
+    std::byte* p;
+    uint64_t class_bytes;
+  };
   // Removes kept blocks (largest classes first, never `keep_class`) until
   // cached_ + used <= limit; returns them for freeing outside the lock.
   // REQUIRES: mu_.
-  std::vector<std::byte*> TrimLocked(uint64_t used, uint64_t keep_class);
+  std::vector<Block> TrimLocked(uint64_t used, uint64_t keep_class);
 
   const uint64_t limit_;
   std::function<uint64_t()> used_;
