@@ -73,6 +73,7 @@ class EngineCore final : public Engine {
   int TierOf(std::string_view key) override;
   Status Flush() override;
   void SetProcessMemoryLimit(uint64_t bytes) override;
+  bool RelieveMemory(uint64_t incoming_bytes) override;
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
   const Config& config() const override { return config_; }
@@ -100,6 +101,13 @@ class EngineCore final : public Engine {
   uint64_t DevicePressure(int t);
   // The host tier's share (engine/engine_memory.cc).
   uint64_t MemoryPressure(int t);
+  // Whether tier i demotes for process memory: a host tier over one that
+  // stores bytes.
+  bool YieldsToProcessMemory(size_t i) const;
+  // This process's resident bytes; while they are above `limit`, at most
+  // once a second, measured again after releasing cached memory. Records
+  // the excess over SetProcessMemoryLimit for Stats.
+  uint64_t ResidentBytes(uint64_t limit);
 
   static constexpr int kMaxTiers = 16;
 

@@ -1,11 +1,19 @@
-// EngineCore::SetProcessMemoryLimit / MemoryPressure: a host tier that yields
-// to the process's resident memory (include/spillway/engine.h).
+// EngineCore::SetProcessMemoryLimit / MemoryPressure / RelieveMemory: a host
+// tier that yields to the process's resident memory (include/spillway/engine.h).
 //
 // The mover's tick (engine/mover.cc) asks Pressure(t) every 100 ms; a host
 // tier's share is this process's resident memory above the limit, at most
 // what the tier holds. The mover demotes that much beyond the watermarks
 // (DemotionPolicy::Want: BoundaryLoad::pressure_bytes), less what is already
 // in flight, so it does not demote twice for memory still being released.
+//
+// That tick lags: between two ticks a Dask task reads its inputs back and
+// builds its output, and the resident set peaked 10% above Dask's own store
+// (bench/results/dask-2026-12-04.md). RelieveMemory is the synchronous
+// check Dask's SpillBuffer makes in __setitem__: the store calls it after a
+// value arrives and before it reads one back, and it waits for the mover
+// (Mover::Shed) until the process fits again. The waiting thread never
+// demotes or writes itself while a background scheduler runs.
 #include <algorithm>
 #include <chrono>
 
@@ -28,14 +36,13 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   if (bytes != 0 && mover_) mover_->Wake();
 }
 
-uint64_t EngineCore::MemoryPressure(int t) {
-  const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
-  if (limit == 0) return 0;
-  const size_t i = static_cast<size_t>(t);
-  Tier& tier = *tiers_[i];
+bool EngineCore::YieldsToProcessMemory(size_t i) const {
   // Only a host tier over one that stores bytes: demoting into another
   // memory tier would leave the bytes in this process.
-  if (tier.kind() != TierKind::kHost || i + 1 >= tiers_.size() || tiers_[i + 1]->is_memory()) return 0;
+  return tiers_[i]->kind() == TierKind::kHost && i + 1 < tiers_.size() && !tiers_[i + 1]->is_memory();
+}
+
+uint64_t EngineCore::ResidentBytes(uint64_t limit) {
   uint64_t rss = ProcessResidentBytes();
   if (rss > limit) {
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -50,9 +57,33 @@ uint64_t EngineCore::MemoryPressure(int t) {
       rss = ProcessResidentBytes();
     }
   }
-  const uint64_t excess = rss > limit ? rss - limit : 0;
-  process_memory_excess_.store(excess, std::memory_order_relaxed);
-  return std::min(excess, tier.used_bytes());
+  const uint64_t configured = process_memory_limit_.load(std::memory_order_relaxed);
+  process_memory_excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);
+  return rss;
+}
+
+uint64_t EngineCore::MemoryPressure(int t) {
+  const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
+  if (limit == 0 || !YieldsToProcessMemory(static_cast<size_t>(t))) return 0;
+  const uint64_t rss = ResidentBytes(limit);
+  return rss > limit ? std::min(rss - limit, tiers_[t]->used_bytes()) : 0;
+}
+
+bool EngineCore::RelieveMemory(uint64_t incoming_bytes) {
+  const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
+  if (limit == 0) return true;
+  // What must go for `incoming_bytes` to fit: the resident set above
+  // limit - incoming_bytes (the limit is the whole room when the incoming
+  // bytes alone exceed it).
+  const uint64_t room = limit > incoming_bytes ? limit - incoming_bytes : 0;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (!YieldsToProcessMemory(i)) continue;
+    const uint64_t rss = ResidentBytes(room);
+    if (rss <= room) return true;
+    const uint64_t shed = std::min(rss - room, tiers_[i]->used_bytes());
+    if (shed > 0) mover_->Shed(static_cast<int>(i), shed);
+  }
+  return ResidentBytes(room) <= room;
 }
 
 }  // namespace spillway::internal

@@ -288,6 +288,49 @@ void Mover::RequestRoom(int t, uint64_t bytes) {
   KickLocked(t);
 }
 
+bool Mover::Shed(int t, uint64_t bytes) {
+  if (bytes == 0) return true;
+  if (static_cast<size_t>(t) + 1 >= bounds_.size()) return false;
+  if (scheduler_ == nullptr || !scheduler_->background()) {
+    const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };
+    uint64_t moved = 0;
+    while (moved < bytes) {
+      const uint64_t m = demoter_->Demote(t, bytes - moved, below);
+      core_->CountSyncDemotion();
+      if (m == 0) break;
+      moved += m;
+    }
+    return moved >= bytes;
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  Boundary& b = bounds_[t];
+  // Batches in flight were picked from this tier: what they move counts.
+  const uint64_t goal = b.moved_bytes + bytes;
+  b.pressure_bytes = std::max(b.pressure_bytes, bytes);
+  b.stuck = false;
+  KickLocked(t);
+  uint64_t seen = ProgressLocked(t);
+  auto progressed = std::chrono::steady_clock::now();
+  while (b.moved_bytes < goal && !stopping_) {
+    if (b.inflight_batches == 0) {
+      if (b.stuck) break;  // its last batch moved nothing: pinned, or no room below
+      b.pressure_bytes = std::max(b.pressure_bytes, goal - b.moved_bytes);
+      KickLocked(t);
+      if (b.inflight_batches == 0) break;  // nothing left to pick
+    }
+    const uint64_t now_sig = ProgressLocked(t);
+    const auto now = std::chrono::steady_clock::now();
+    if (now_sig != seen) {
+      seen = now_sig;
+      progressed = now;
+    } else if (now - progressed >= (InflightLocked(t) ? kInflightWait : kNoProgressWait)) {
+      break;
+    }
+    cv_.wait_for(l, std::chrono::milliseconds(20));
+  }
+  return b.moved_bytes >= goal;
+}
+
 bool Mover::IdleLocked() {
   for (const Boundary& b : bounds_) {
     if (b.inflight_batches > 0) return false;

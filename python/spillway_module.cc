@@ -826,6 +826,19 @@ Engine(config, profile=None, background_mover=True)
           py::arg("bytes"),
           "The host tiers demote while this process's resident memory is above `bytes` (0: off; "
           "Engine::SetProcessMemoryLimit). SpillwayStore sets it from a Dask worker's memory limit.")
+      .def(
+          "relieve_memory",
+          [](PyEngine& self, uint64_t incoming_bytes) {
+            std::shared_ptr<Engine> e = self.engine();
+            // Released: the mover's materializer needs the GIL to serialize
+            // the live values it demotes while this thread waits for it.
+            py::gil_scoped_release nogil;
+            return e->RelieveMemory(incoming_bytes);
+          },
+          py::arg("incoming_bytes") = 0,
+          "Waits until this process's resident memory plus `incoming_bytes` fits under the "
+          "process memory limit, the host tiers demoting the difference (Engine::RelieveMemory); "
+          "True when it fits (always, without a limit).")
       .def("check_devices", &CheckDevicesDict,
            "Every gpu-tier object on its tier's device, by UUID (Engine::CheckDevices): "
            "{'tiers': [{'tier', 'device', 'uuid', 'pci_bus_id', 'objects', 'misplaced'}], 'first_problem', 'ok'}.")

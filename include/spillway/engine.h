@@ -212,6 +212,17 @@ class Engine {
   // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
   // to the kernel (malloc_trim). (engine/engine_memory.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
+  // Makes room in this process for `incoming_bytes` more: while the resident
+  // set plus them is above the SetProcessMemoryLimit limit, the host tiers
+  // that yield to it demote the difference (as far as their unpinned
+  // contents go) and the call waits until the mover has moved it. Returns
+  // whether the process then fits; true at once when no limit is set. The
+  // caller's thread only waits (it demotes itself only without a background
+  // mover); memory held outside the engine is the caller's to free. For a
+  // store that, like Dask's SpillBuffer, evicts when a value arrives and
+  // before one is read back (python/spillway/dask.py). May block for as long
+  // as the disk takes to write that much. (engine/engine_memory.cc)
+  virtual bool RelieveMemory(uint64_t incoming_bytes) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
 };

@@ -24,7 +24,11 @@ chain under pressure: spilling is the engine's job, so
 the store does not implement Dask's manual ``evict()`` protocol and the worker's
 memory monitor leaves it alone (it still pauses the worker at the pause
 threshold, on the process memory, which includes the host tier). Size the
-host tier below the worker's memory limit.
+host tier below the worker's memory limit. With a process memory limit (the
+preload sets one from the worker's target fraction) the host tier yields to
+the worker's other memory, and ``__setitem__`` and a read of a value held in
+a file tier wait until the process fits under the limit again
+(``Engine.relieve_memory``), as SpillBuffer evicts inside ``__setitem__``.
 
 Mapping semantics Dask relies on:
 
@@ -234,6 +238,12 @@ class SpillwayStore(MutableMapping):
         own buffers) then shrinks what the store keeps in memory, as Dask's
         memory manager spills by process memory. None: off, unless
         spillway.dask_preload sets it from the worker's memory limit.
+    relieve: with a process memory limit, __setitem__ and a read of a value held
+        in a file tier wait until the process (plus the value about to be read)
+        fits under it, the engine demoting the difference (Engine.relieve_memory),
+        as SpillBuffer evicts inside __setitem__; without, only the mover's
+        100 ms tick acts on the limit. Default: on, unless $SPILLWAY_DASK_RELIEVE
+        is 0 (for comparisons).
     """
 
     def __init__(
@@ -252,6 +262,7 @@ class SpillwayStore(MutableMapping):
         lazy=None,
         relive=False,
         process_memory_limit=None,
+        relieve=None,
     ):
         self._tmpdir = None
         self._closed = False
@@ -298,6 +309,9 @@ class SpillwayStore(MutableMapping):
         self.lazy = bool(lazy) and hasattr(self.engine, "put_external")
         self._materializer = _Materializer(self.serializers)
         self.relive = bool(relive)
+        if relieve is None:  # SPILLWAY_DASK_RELIEVE=0: the tick alone, for A/B comparisons
+            relieve = os.environ.get("SPILLWAY_DASK_RELIEVE", "1") not in ("0", "false", "no")
+        self._relieve_memory = getattr(self.engine, "relieve_memory", None) if relieve else None
         self.process_memory_limit = 0
         if process_memory_limit:
             self.set_process_memory_limit(process_memory_limit)
@@ -328,6 +342,8 @@ class SpillwayStore(MutableMapping):
             "relived": 0,  # values read back from bytes and handed over live again
             "prefetch_hints": 0,  # engine objects hinted by prefetch() (ReadAhead: the next tasks' inputs)
             "prefetch_bytes": 0,
+            "relieve_calls": 0,  # waits for the process to fit under process_memory_limit (_relieve)
+            "relieve_seconds": 0.0,
         }
         self.fast = self.memory = TierView(self, spilled=False)
         self.slow = self.disk = TierView(self, spilled=True)
@@ -352,6 +368,12 @@ class SpillwayStore(MutableMapping):
     # ---- MutableMapping ---------------------------------------------------
     def __setitem__(self, key, value):
         self._check_open()
+        self._set(key, value)
+        # As SpillBuffer evicts in __setitem__: the value is in, and the process must fit
+        # under its memory limit before the worker runs its next task (not 100 ms later).
+        self._relieve(0)
+
+    def _set(self, key, value):
         ekey = self._engine_key(key)
         weight = sizeof(value)
         with self._key_lock(key):
@@ -546,6 +568,12 @@ class SpillwayStore(MutableMapping):
                 with self._lock:
                     self.counters["live_hits"] += 1
                 return value
+        if self.process_memory_limit and self._relieve_memory is not None and not entry.device:
+            in_file = self._in_file_tiers([entry])
+            if in_file is None or in_file[0]:
+                # Reading it back adds its bytes to the process: room first, as SpillBuffer
+                # evicts before it moves a value from slow to fast.
+                self._relieve(entry.nbytes or entry.weight)
         t0 = perf_counter()
         try:
             if entry.device:
@@ -792,6 +820,20 @@ class SpillwayStore(MutableMapping):
             raise RuntimeError("this spillway module has no Engine.set_process_memory_limit (rebuild it)")
         setter(nbytes)
         self.process_memory_limit = nbytes
+
+    def _relieve(self, incoming):
+        """With a process memory limit: waits until the process, plus `incoming` bytes, fits under
+        it, the engine demoting what it must (Engine.relieve_memory; the GIL is released while it
+        waits). REQUIRES: none of the store's locks held (the mover's materializer may need them
+        through the values it serializes)."""
+        if not self.process_memory_limit or self._relieve_memory is None or self._closed:
+            return
+        t0 = perf_counter()
+        self._relieve_memory(int(incoming))
+        dt = perf_counter() - t0
+        with self._lock:
+            self.counters["relieve_calls"] += 1
+            self.counters["relieve_seconds"] += dt
 
     # ---- statistics -------------------------------------------------------
     def stats(self):

@@ -1,8 +1,9 @@
 // The pipelined mover stepped by hand: several batches queued per boundary,
 // WaitIdle's contract, callers that wait only for the room they need (and
 // past a second while a batch is in flight), reads
-// that never demote, Acquire's one batch of reads, and Prefetch: it waits
-// for room to promote, and a Get waits for its read.
+// that never demote, Acquire's one batch of reads, Prefetch: it waits
+// for room to promote, and a Get waits for its read; RelieveMemory waits
+// for the mover too.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -241,6 +242,36 @@ TEST_CASE("a Put waits past a second for a batch still in flight instead of goin
   auto h = e->Get("late");
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(200 << 10, 99)));
+}
+
+TEST_CASE("RelieveMemory waits for the mover's batches and never demotes on the caller's thread") {
+  TempDir dir("mover");
+  GatedScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 512 << 20, 1024 << 20), &sched);
+  GatedScheduler::RunQueuedAtExit drain{sched};
+  CHECK(e->RelieveMemory(1ull << 40));  // no limit set: fits at once
+  for (int i = 0; i < 32; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(1 << 20, i)).ok());
+  while (sched.RunOne()) {
+  }
+  REQUIRE(e->Stats().tiers[0].used_bytes == 32u << 20);  // far below the watermarks: nothing queued
+  e->SetProcessMemoryLimit(1);  // below any resident set: all 32 MiB must go
+  auto relieved = std::async(std::launch::async, [&] { return e->RelieveMemory(0); });
+  CHECK(relieved.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  CHECK(e->Stats().tiers[0].used_bytes == 32u << 20);  // it waited: nothing moved on its thread
+  CHECK(sched.queued() >= 1);
+  for (int i = 0; i < 1000 && relieved.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready; ++i) {
+    sched.RunOne();
+  }
+  REQUIRE(relieved.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK_FALSE(relieved.get());  // no process fits under 1 byte, but the tier gave up all it held
+  CHECK(e->Stats().tiers[0].used_bytes == 0);
+  CHECK(e->Stats().sync_demotions == 0);
+  e->SetProcessMemoryLimit(0);
+  for (int i = 0; i < 32; ++i) {
+    auto h = e->Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(1 << 20, i)));
+  }
 }
 
 TEST_CASE("batches whose every object was erased while in flight leave the boundary moving, not stuck") {

@@ -71,6 +71,37 @@ TEST_CASE("a process memory limit demotes from the host tier below its watermark
   CHECK(e.Stats().process_memory_excess_bytes == 0);
 }
 
+TEST_CASE("RelieveMemory makes room for incoming bytes at once, not at the mover's next tick") {
+  TempDir dir("procmem");
+  auto opened = Engine::Open(HostFileChain(dir.path(), 512 * kMiB, 1024 * kMiB));
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  Engine& e = **opened;
+  CHECK(e.RelieveMemory(1ull << 40));  // no limit: nothing to do
+  for (int i = 0; i < 64; ++i) REQUIRE(e.Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
+  REQUIRE(e.Flush().ok());
+  REQUIRE(HostUsed(e) == 64 * kMiB);
+  // What RelieveMemory frees before it demotes (the file tier's idle I/O
+  // buffers, the heap's free memory) is freed here first, so that the
+  // resident set below is the one it finds.
+  static_cast<internal::EngineCore&>(e).tier(1).ReleaseCachedMemory();
+  TrimProcessHeap();
+  const uint64_t rss = ProcessResidentBytes();
+  REQUIRE(rss > 64 * kMiB);
+  // 20 MiB over the limit, and 16 MiB about to arrive: about 36 MiB go
+  // before the call returns (more where freed memory stays in the heap).
+  // The mover's tick knows only of the 20 MiB.
+  e.SetProcessMemoryLimit(rss - 20 * kMiB);
+  e.RelieveMemory(16 * kMiB);
+  CHECK(HostUsed(e) <= 32 * kMiB);
+  CHECK(e.Stats().tiers[0].demotions_out >= 32);
+  for (int i = 0; i < 64; ++i) {
+    auto h = e.Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(kMiB, i)));
+  }
+  e.SetProcessMemoryLimit(0);
+}
+
 TEST_CASE("a process memory limit leaves a host tier over another memory tier alone") {
   Config c;
   c.source = "<test>";

@@ -78,3 +78,28 @@ def test_the_preload_sets_the_limit_from_the_workers_thresholds(tmp_path, monkey
     finally:
         dask_preload.dask_teardown(worker)
         store.close()
+
+
+def test_setitem_and_reads_of_spilled_keys_make_room_at_once(tmp_path):
+    # SpillBuffer evicts inside __setitem__ and before it moves a value from slow to fast;
+    # the store does the same through Engine.relieve_memory instead of waiting for the
+    # mover's next 100 ms tick.
+    with SpillwayStore(chain(tmp_path / "t", host="512MiB", file="1GiB"), log_interval=0) as s:
+        for i in range(16):
+            s[f"x{i}"] = np.full(MiB // 8 * 2, i, dtype=np.float64)  # 2 MiB each, adopted
+        s.engine.flush()
+        assert s.stats()["store"]["relieve_calls"] == 0  # no limit: never asked
+        assert s.stats()["summary"]["demotions"] == 0
+        s.set_process_memory_limit(resident_bytes() - 8 * MiB)
+        s["y"] = np.full(MiB // 8 * 2, 99, dtype=np.float64)
+        st = s.stats()
+        assert st["store"]["relieve_calls"] == 1
+        assert st["summary"]["demotions"] >= 4  # at least the 8 MiB over the limit, before setitem returned
+        s.engine.flush()
+        spilled = sorted(s.slow)
+        assert spilled
+        calls = s.stats()["store"]["relieve_calls"]
+        key = spilled[0]
+        assert (s[key] == int(key[1:])).all()
+        assert s.stats()["store"]["relieve_calls"] == calls + 1  # room for its bytes before the read
+        assert (s["y"] == 99).all()
