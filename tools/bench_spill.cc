@@ -1,9 +1,10 @@
 // `spillway bench` section 1 (host -> file spilling and reading back, against
 // fio on the same directory) and section 5 (the same objects spilled by the
 // Dask-style peer, bench/zict_peer.py). The two are interleaved: each
-// repetition runs the fio references, then for every object size spillway's
-// spill and read-back and the peer, so every ratio compares figures taken
-// minutes apart at most on a noisy machine.
+// repetition runs, for every object size, fio's references and spillway's
+// spill and read-back (fio first in even repetitions, the engine first in
+// odd ones), then the peer, so every ratio compares figures taken minutes
+// apart at most on a noisy machine.
 //
 // Spill throughput = raw bytes the engine demoted host -> file (the boundary
 // counter in Stats) / wall time from the first Put to the return of Flush
@@ -598,7 +599,7 @@ void RunSpillSection(Context& ctx) {
                                    get1_io_us = wr, pw = wr, pr = wr,
                                    erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr;
   // References per object size and repetition, each measured right before
-  // that size's engine run: fio io_uring write at depth 32 (the target's
+  // or right after that size's engine run: fio io_uring write at depth 32 (the target's
   // ceiling) and 64, the depth-32 write with --end_fsync=1, fio randread at
   // the size's block size.
   std::vector<std::vector<double>> fio_ws = wr, fio_w64s = wr, fio_wfs = wr, fio_rrs = wr, fio_r1s = wr;
@@ -641,69 +642,91 @@ void RunSpillSection(Context& ctx) {
       const uint64_t count = std::max<uint64_t>(1, total / size);
       // A 64 MiB object cannot share a 64 MiB host tier with anything.
       const uint64_t host = std::max<uint64_t>(64 * kMiB, 2 * size);
-      // This size's references, measured right before its engine run: the
-      // disk drifts by tens of percent within minutes, so a reference taken
-      // once per repetition would compare figures minutes apart.
+      // This size's references, measured right before or right after its
+      // engine run: the disk drifts by tens of percent within minutes, so a
+      // reference taken once per repetition would compare figures minutes
+      // apart.
       const size_t b = bs_index(size);
-      if (have_fio) {
-        ctx.progress.Step("fio references for " + SizeName(size) + " objects");
-        FioResult w = RunFio(fio_file, "write", "io_uring", kMiB, 32, total);
-        std::filesystem::remove(fio_file);
-        FioResult w64 = RunFio(fio_file, "write", "io_uring", kMiB, 64, total);
-        std::filesystem::remove(fio_file);
-        // The same write made durable at its end, as the engine's figure is
-        // (its time runs to the return of Flush, after fdatasync).
-        FioResult wf = RunFio(fio_file, "write", "io_uring", kMiB, 32, total, 0, "--end_fsync=1");
-        FioResult q = RunFio(fio_file, "randread", "io_uring", read_bs[b], kReaders, total, read_cap);
-        FioResult one = RunFio(fio_file, "randread", "psync", read_bs[b], 1, total, single_cap);
-        std::filesystem::remove(fio_file);
-        cmd_w = w.command, cmd_w64 = w64.command, cmd_wf = wf.command, cmd_rr[b] = q.command, cmd_r1[b] = one.command;
-        fio_ws[s][r] = w.bytes_per_s, fio_w64s[s][r] = w64.bytes_per_s, fio_wfs[s][r] = wf.bytes_per_s;
-        fio_rrs[s][r] = q.bytes_per_s, fio_r1s[s][r] = one.bytes_per_s;
-        for (auto* f : {&w, &w64, &wf, &q, &one}) {
-          if (!f->error.empty() && fio_error.empty()) fio_error = f->error;
+      // The order alternates between repetitions: fio first, then the
+      // engine; the next repetition the engine first. On the development
+      // machine's virtual disk a write ran slower right after the other kind
+      // of writer than right after its own kind (a spill after fio at
+      // 0.75-1.08 GB/s, after another spill at 1.18-1.69 GB/s;
+      // bench/results/dev-2026-12-04-order.md), so a fixed order put every
+      // spill in the slow position. `order` in the JSON says which ran first.
+      const bool engine_first = r % 2 == 1;
+      auto references = [&] {
+        if (have_fio) {
+          ctx.progress.Step("fio references for " + SizeName(size) + " objects");
+          FioResult w = RunFio(fio_file, "write", "io_uring", kMiB, 32, total);
+          std::filesystem::remove(fio_file);
+          FioResult w64 = RunFio(fio_file, "write", "io_uring", kMiB, 64, total);
+          std::filesystem::remove(fio_file);
+          // The same write made durable at its end, as the engine's figure is
+          // (its time runs to the return of Flush, after fdatasync).
+          FioResult wf = RunFio(fio_file, "write", "io_uring", kMiB, 32, total, 0, "--end_fsync=1");
+          FioResult q = RunFio(fio_file, "randread", "io_uring", read_bs[b], kReaders, total, read_cap);
+          FioResult one = RunFio(fio_file, "randread", "psync", read_bs[b], 1, total, single_cap);
+          std::filesystem::remove(fio_file);
+          cmd_w = w.command, cmd_w64 = w64.command, cmd_wf = wf.command, cmd_rr[b] = q.command, cmd_r1[b] = one.command;
+          fio_ws[s][r] = w.bytes_per_s, fio_w64s[s][r] = w64.bytes_per_s, fio_wfs[s][r] = wf.bytes_per_s;
+          fio_rrs[s][r] = q.bytes_per_s, fio_r1s[s][r] = one.bytes_per_s;
+          for (auto* f : {&w, &w64, &wf, &q, &one}) {
+            if (!f->error.empty() && fio_error.empty()) fio_error = f->error;
+          }
+          runs.push_back({{"rep", r}, {"before_object_bytes", size}, {"order", engine_first ? "engine first" : "fio first"},
+                          {"fio_uring_write_Bps", w.bytes_per_s},
+                          {"fio_uring_write_qd64_Bps", w64.bytes_per_s}, {"fio_uring_write_end_fsync_Bps", wf.bytes_per_s},
+                          {"fio_randread_" + std::to_string(read_bs[b]) + "_qd" + std::to_string(kReaders) + "_Bps",
+                           q.bytes_per_s},
+                          {"fio_psync_randread_" + std::to_string(read_bs[b]) + "_qd1_Bps", one.bytes_per_s}});
+        } else {
+          ctx.progress.Step("");
         }
-        runs.push_back({{"rep", r}, {"before_object_bytes", size}, {"fio_uring_write_Bps", w.bytes_per_s},
-                        {"fio_uring_write_qd64_Bps", w64.bytes_per_s}, {"fio_uring_write_end_fsync_Bps", wf.bytes_per_s},
-                        {"fio_randread_" + std::to_string(read_bs[b]) + "_qd" + std::to_string(kReaders) + "_Bps",
-                         q.bytes_per_s},
-                        {"fio_psync_randread_" + std::to_string(read_bs[b]) + "_qd1_Bps", one.bytes_per_s}});
+      };
+      auto engine = [&] {
+        ctx.progress.Step("spillway " + SizeName(size) + " x " + std::to_string(count));
+        SpillRun sr = SpillObjects(tier_dir, ctx.pool, size, count, host, read_cap, single_cap);
+        if (sr.error.empty()) {
+          wr[s][r] = sr.write_bps;
+          rd[s][r] = sr.read_bps;
+          rd1[s][r] = sr.single_read_bps;
+        } else if (size_errors[s].empty()) {
+          size_errors[s] = sr.error;
+        }
+        erase_us[s][r] = sr.erase_p50_us;
+        disk_busy[s][r] = 100 * sr.disk.busy_fraction;
+        disk_inflight[s][r] = sr.disk.inflight_mean_bytes / kMiB;
+        if (sr.single_read_objects > 0 && sr.error.empty()) {
+          get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
+          get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
+        }
+        put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
+        runs.push_back({{"rep", r}, {"object_bytes", size}, {"order", engine_first ? "engine first" : "fio first"},
+                        {"objects", count}, {"host_tier_bytes", host},
+                        {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"single_read_Bps", sr.single_read_bps},
+                        {"single_read_objects", sr.single_read_objects}, {"single_read_s", sr.single_read_s},
+                        {"single_read_io_s", sr.single_read_io_s}, {"put_s", sr.put_s},
+                        {"flush_s", sr.flush_s}, {"wall_s", sr.wall_s}, {"read_s", sr.read_s},
+                        {"close_s", sr.close_s}, {"file_bytes", sr.file_bytes}, {"file_objects", sr.file_objects},
+                        {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
+                        {"sync_demotions", sr.sync_demotions}, {"read_objects", sr.read_objects},
+                        {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
+                        {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
+                        {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
+                        {"disk_busy_fraction", sr.disk.busy_fraction}, {"disk_idle_s", sr.disk.idle_s},
+                        {"disk_idle_gaps", sr.disk.idle_gaps}, {"disk_inflight_mean_bytes", sr.disk.inflight_mean_bytes},
+                        {"put_alone_Bps", put_alone[s][r]},
+                        {"erase_p50_us", sr.erase_p50_us}, {"erase_punches", sr.erase_punches},
+                        {"erase_punch_s", sr.erase_punch_s}, {"error", sr.error}});
+      };
+      if (engine_first) {
+        engine();
+        references();
       } else {
-        ctx.progress.Step("");
+        references();
+        engine();
       }
-      ctx.progress.Step("spillway " + SizeName(size) + " x " + std::to_string(count));
-      SpillRun sr = SpillObjects(tier_dir, ctx.pool, size, count, host, read_cap, single_cap);
-      if (sr.error.empty()) {
-        wr[s][r] = sr.write_bps;
-        rd[s][r] = sr.read_bps;
-        rd1[s][r] = sr.single_read_bps;
-      } else if (size_errors[s].empty()) {
-        size_errors[s] = sr.error;
-      }
-      erase_us[s][r] = sr.erase_p50_us;
-      disk_busy[s][r] = 100 * sr.disk.busy_fraction;
-      disk_inflight[s][r] = sr.disk.inflight_mean_bytes / kMiB;
-      if (sr.single_read_objects > 0 && sr.error.empty()) {
-        get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
-        get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
-      }
-      put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
-      runs.push_back({{"rep", r}, {"object_bytes", size}, {"objects", count}, {"host_tier_bytes", host},
-                      {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"single_read_Bps", sr.single_read_bps},
-                      {"single_read_objects", sr.single_read_objects}, {"single_read_s", sr.single_read_s},
-                      {"single_read_io_s", sr.single_read_io_s}, {"put_s", sr.put_s},
-                      {"flush_s", sr.flush_s}, {"wall_s", sr.wall_s}, {"read_s", sr.read_s},
-                      {"close_s", sr.close_s}, {"file_bytes", sr.file_bytes}, {"file_objects", sr.file_objects},
-                      {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
-                      {"sync_demotions", sr.sync_demotions}, {"read_objects", sr.read_objects},
-                      {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
-                      {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
-                      {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
-                      {"disk_busy_fraction", sr.disk.busy_fraction}, {"disk_idle_s", sr.disk.idle_s},
-                      {"disk_idle_gaps", sr.disk.idle_gaps}, {"disk_inflight_mean_bytes", sr.disk.inflight_mean_bytes},
-                      {"put_alone_Bps", put_alone[s][r]},
-                      {"erase_p50_us", sr.erase_p50_us}, {"erase_punches", sr.erase_punches},
-                      {"erase_punch_s", sr.erase_punch_s}, {"error", sr.error}});
       if (peer) {
         ctx.progress.Step("zict.File peer " + SizeName(size));
         if (have_peer) {
@@ -879,7 +902,9 @@ void RunSpillSection(Context& ctx) {
            "promotion), each compared with its source; bytes served by the file tier / wall time of the read; then one "
            "thread Gets the next " + SizeName(single_cap) + " (its figure: bytes / time inside Get, the comparison "
            "with the source between Gets left out). References, measured right before each object size's engine run "
-           "(the disk drifts by tens of percent within minutes), each ratio taken per repetition: fio io_uring "
+           "in even repetitions and right after it in odd ones (the disk drifts by tens of percent within minutes, "
+           "and on a virtual disk a writer ran slower right after the other kind of writer; the JSON's `order` says "
+           "which ran first), each ratio taken per repetition: fio io_uring "
            "write at depth 32 (the target's) and 64 on a fresh " + SizeName(total) + " file, the depth-32 write "
            "again with --end_fsync=1 (durable at its end, as the engine's figure is after Flush's fdatasync; "
            "a diagnostic, not the target's reference), then fio randread on "
