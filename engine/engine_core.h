@@ -73,7 +73,7 @@ class EngineCore final : public Engine {
   int TierOf(std::string_view key) override;
   Status Flush() override;
   void SetProcessMemoryLimit(uint64_t bytes) override;
-  bool RelieveMemory(uint64_t incoming_bytes) override;
+  bool RelieveMemory(uint64_t incoming_bytes, bool wait) override;
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
   const Config& config() const override { return config_; }

@@ -12,8 +12,9 @@
 // (bench/results/dask-2026-12-04.md). RelieveMemory is the synchronous
 // check Dask's SpillBuffer makes in __setitem__: the store calls it after a
 // value arrives and before it reads one back, and it waits for the mover
-// (Mover::Shed) until the process fits again. The waiting thread never
-// demotes or writes itself while a background scheduler runs.
+// (Mover::Shed) until the process fits again, or (wait false) only starts
+// the demotions at once. The waiting thread never demotes or writes itself
+// while a background scheduler runs.
 #include <algorithm>
 #include <chrono>
 
@@ -38,8 +39,11 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
 
 bool EngineCore::YieldsToProcessMemory(size_t i) const {
   // Only a host tier over one that stores bytes: demoting into another
-  // memory tier would leave the bytes in this process.
-  return tiers_[i]->kind() == TierKind::kHost && i + 1 < tiers_.size() && !tiers_[i + 1]->is_memory();
+  // memory tier would leave the bytes in this process. Nor a host tier in
+  // the pinned pool: its slabs stay pinned (and resident) whatever they
+  // hold, so demoting from it frees nothing.
+  return tiers_[i]->kind() == TierKind::kHost && !(config_.tiers[i].pinned && host_alloc_) &&
+         i + 1 < tiers_.size() && !tiers_[i + 1]->is_memory();
 }
 
 uint64_t EngineCore::ResidentBytes(uint64_t limit) {
@@ -69,7 +73,7 @@ uint64_t EngineCore::MemoryPressure(int t) {
   return rss > limit ? std::min(rss - limit, tiers_[t]->used_bytes()) : 0;
 }
 
-bool EngineCore::RelieveMemory(uint64_t incoming_bytes) {
+bool EngineCore::RelieveMemory(uint64_t incoming_bytes, bool wait) {
   const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
   if (limit == 0) return true;
   // What must go for `incoming_bytes` to fit: the resident set above
@@ -81,7 +85,8 @@ bool EngineCore::RelieveMemory(uint64_t incoming_bytes) {
     const uint64_t rss = ResidentBytes(room);
     if (rss <= room) return true;
     const uint64_t shed = std::min(rss - room, tiers_[i]->used_bytes());
-    if (shed > 0) mover_->Shed(static_cast<int>(i), shed);
+    if (shed > 0) mover_->Shed(static_cast<int>(i), shed, wait);
+    if (!wait) return false;  // the next tier's share would count this one's again
   }
   return ResidentBytes(room) <= room;
 }

@@ -288,7 +288,7 @@ void Mover::RequestRoom(int t, uint64_t bytes) {
   KickLocked(t);
 }
 
-bool Mover::Shed(int t, uint64_t bytes) {
+bool Mover::Shed(int t, uint64_t bytes, bool wait) {
   if (bytes == 0) return true;
   if (static_cast<size_t>(t) + 1 >= bounds_.size()) return false;
   if (scheduler_ == nullptr || !scheduler_->background()) {
@@ -309,6 +309,7 @@ bool Mover::Shed(int t, uint64_t bytes) {
   b.pressure_bytes = std::max(b.pressure_bytes, bytes);
   b.stuck = false;
   KickLocked(t);
+  if (!wait) return false;
   uint64_t seen = ProgressLocked(t);
   auto progressed = std::chrono::steady_clock::now();
   while (b.moved_bytes < goal && !stopping_) {

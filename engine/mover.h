@@ -78,13 +78,15 @@ class Mover {
   // Asks for `bytes` of free room in tier t ahead of need (promotion,
   // a boundary above that found t full) and returns at once.
   void RequestRoom(int t, uint64_t bytes);
-  // Moves `bytes` out of tier t, beyond its watermarks, and waits until
-  // batches from it have moved that much (the batches already in flight
-  // count), or it has nothing more that can move, or nothing moved for the
-  // waits of MakeRoom. Returns whether that much moved. The caller's thread
-  // only waits: the batches run on the scheduler (without a background one,
-  // on this thread). For EngineCore::RelieveMemory.
-  bool Shed(int t, uint64_t bytes);
+  // Moves `bytes` out of tier t, beyond its watermarks. With `wait`, waits
+  // until batches from it have moved that much (the batches already in
+  // flight count), or it has nothing more that can move, or nothing moved
+  // for the waits of MakeRoom, and returns whether that much moved; the
+  // caller's thread only waits: the batches run on the scheduler (without a
+  // background one, on this thread). Without `wait`, starts the batches and
+  // returns false at once (a background scheduler; none: as with `wait`).
+  // For EngineCore::RelieveMemory.
+  bool Shed(int t, uint64_t bytes, bool wait);
 
   // WaitIdle contract: returns once no batch is queued or running and no
   // tier is above its high watermark, or every boundary still above it has

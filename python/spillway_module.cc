@@ -828,17 +828,18 @@ Engine(config, profile=None, background_mover=True)
           "Engine::SetProcessMemoryLimit). SpillwayStore sets it from a Dask worker's memory limit.")
       .def(
           "relieve_memory",
-          [](PyEngine& self, uint64_t incoming_bytes) {
+          [](PyEngine& self, uint64_t incoming_bytes, bool wait) {
             std::shared_ptr<Engine> e = self.engine();
             // Released: the mover's materializer needs the GIL to serialize
             // the live values it demotes while this thread waits for it.
             py::gil_scoped_release nogil;
-            return e->RelieveMemory(incoming_bytes);
+            return e->RelieveMemory(incoming_bytes, wait);
           },
-          py::arg("incoming_bytes") = 0,
-          "Waits until this process's resident memory plus `incoming_bytes` fits under the "
-          "process memory limit, the host tiers demoting the difference (Engine::RelieveMemory); "
-          "True when it fits (always, without a limit).")
+          py::arg("incoming_bytes") = 0, py::arg("wait") = true,
+          "Demotes from the host tiers at once what this process's resident memory plus "
+          "`incoming_bytes` exceeds of the process memory limit (Engine::RelieveMemory); with "
+          "`wait`, waits for those moves and returns True when the process then fits (always, "
+          "without a limit); without, returns at once.")
       .def("check_devices", &CheckDevicesDict,
            "Every gpu-tier object on its tier's device, by UUID (Engine::CheckDevices): "
            "{'tiers': [{'tier', 'device', 'uuid', 'pci_bus_id', 'objects', 'misplaced'}], 'first_problem', 'ok'}.")

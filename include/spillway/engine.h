@@ -206,7 +206,9 @@ class Engine {
   // below that stores bytes; 0 (the default) turns it off. Memory the process
   // holds outside the engine then shrinks what the host tier keeps, as Dask's
   // memory manager spills by process memory: a Dask worker's store sets it
-  // from the worker's memory limit (python/spillway/dask_preload.py).
+  // from the worker's memory limit (python/spillway/dask_preload.py). A host
+  // tier in the pinned pool (pinned: true with a GPU) does not yield: the
+  // pool's slabs stay pinned whatever they hold, so demoting frees nothing.
   // Measured every 100 ms by the background mover and at each Flush; while
   // above it, at most once a second, the file tiers free their idle I/O
   // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
@@ -215,14 +217,16 @@ class Engine {
   // Makes room in this process for `incoming_bytes` more: while the resident
   // set plus them is above the SetProcessMemoryLimit limit, the host tiers
   // that yield to it demote the difference (as far as their unpinned
-  // contents go) and the call waits until the mover has moved it. Returns
-  // whether the process then fits; true at once when no limit is set. The
-  // caller's thread only waits (it demotes itself only without a background
-  // mover); memory held outside the engine is the caller's to free. For a
-  // store that, like Dask's SpillBuffer, evicts when a value arrives and
-  // before one is read back (python/spillway/dask.py). May block for as long
-  // as the disk takes to write that much. (engine/engine_memory.cc)
-  virtual bool RelieveMemory(uint64_t incoming_bytes) = 0;
+  // contents go) at once, not at the mover's next tick. With `wait` the call
+  // waits until the mover has moved it and returns whether the process then
+  // fits (it may block for as long as the disk takes to write that much);
+  // without, it returns once the demotions are started (false when any
+  // were needed). True at once when no limit is set. The caller's thread
+  // only waits (it demotes itself only without a background mover); memory
+  // held outside the engine is the caller's to free. For a store that, like
+  // Dask's SpillBuffer, evicts when a value arrives and before one is read
+  // back (python/spillway/dask.py). (engine/engine_memory.cc)
+  virtual bool RelieveMemory(uint64_t incoming_bytes, bool wait = true) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
 };

@@ -369,9 +369,9 @@ class SpillwayStore(MutableMapping):
     def __setitem__(self, key, value):
         self._check_open()
         self._set(key, value)
-        # As SpillBuffer evicts in __setitem__: the value is in, and the process must fit
-        # under its memory limit before the worker runs its next task (not 100 ms later).
-        self._relieve(0)
+        # The value is in: what the process holds above its memory limit starts moving
+        # now, not at the mover's next 100 ms tick (without waiting for it: see _relieve).
+        self._relieve(0, wait=False)
 
     def _set(self, key, value):
         ekey = self._engine_key(key)
@@ -573,7 +573,7 @@ class SpillwayStore(MutableMapping):
             if in_file is None or in_file[0]:
                 # Reading it back adds its bytes to the process: room first, as SpillBuffer
                 # evicts before it moves a value from slow to fast.
-                self._relieve(entry.nbytes or entry.weight)
+                self._relieve(entry.nbytes or entry.weight, wait=True)
         t0 = perf_counter()
         try:
             if entry.device:
@@ -821,15 +821,20 @@ class SpillwayStore(MutableMapping):
         setter(nbytes)
         self.process_memory_limit = nbytes
 
-    def _relieve(self, incoming):
-        """With a process memory limit: waits until the process, plus `incoming` bytes, fits under
-        it, the engine demoting what it must (Engine.relieve_memory; the GIL is released while it
-        waits). REQUIRES: none of the store's locks held (the mover's materializer may need them
-        through the values it serializes)."""
+    def _relieve(self, incoming, wait):
+        """With a process memory limit: the engine starts demoting what the process, plus
+        `incoming` bytes, holds above it (Engine.relieve_memory; the GIL is released); with
+        `wait`, until that has moved.
+
+        __setitem__ does not wait: with live values (pandas frames) the victims are serialized
+        by the mover's materializer, and waiting for that on the event loop made a persisted
+        frame 1.6x slower to build (groupby at 4x: persist 9.1 s against 5.8 s). A read waits:
+        its bytes are about to be added. REQUIRES: none of the store's locks held (the mover's
+        materializer may need them through the values it serializes)."""
         if not self.process_memory_limit or self._relieve_memory is None or self._closed:
             return
         t0 = perf_counter()
-        self._relieve_memory(int(incoming))
+        self._relieve_memory(int(incoming), wait)
         dt = perf_counter() - t0
         with self._lock:
             self.counters["relieve_calls"] += 1

@@ -255,6 +255,12 @@ TEST_CASE("RelieveMemory waits for the mover's batches and never demotes on the 
   }
   REQUIRE(e->Stats().tiers[0].used_bytes == 32u << 20);  // far below the watermarks: nothing queued
   e->SetProcessMemoryLimit(1);  // below any resident set: all 32 MiB must go
+  // Without waiting: the batches are queued and the call returns at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(e->RelieveMemory(0, /*wait=*/false));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500));
+  CHECK(sched.queued() >= 1);
+  CHECK(e->Stats().tiers[0].used_bytes == 32u << 20);
   auto relieved = std::async(std::launch::async, [&] { return e->RelieveMemory(0); });
   CHECK(relieved.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   CHECK(e->Stats().tiers[0].used_bytes == 32u << 20);  // it waited: nothing moved on its thread

@@ -80,10 +80,11 @@ def test_the_preload_sets_the_limit_from_the_workers_thresholds(tmp_path, monkey
         store.close()
 
 
-def test_setitem_and_reads_of_spilled_keys_make_room_at_once(tmp_path):
+def test_setitem_starts_demotions_and_a_spilled_read_waits_for_room(tmp_path):
     # SpillBuffer evicts inside __setitem__ and before it moves a value from slow to fast;
-    # the store does the same through Engine.relieve_memory instead of waiting for the
-    # mover's next 100 ms tick.
+    # the store acts at the same points through Engine.relieve_memory instead of leaving the
+    # limit to the mover's next 100 ms tick: __setitem__ starts the demotions, a read of a
+    # spilled value waits until its bytes fit.
     with SpillwayStore(chain(tmp_path / "t", host="512MiB", file="1GiB"), log_interval=0) as s:
         for i in range(16):
             s[f"x{i}"] = np.full(MiB // 8 * 2, i, dtype=np.float64)  # 2 MiB each, adopted
@@ -92,14 +93,17 @@ def test_setitem_and_reads_of_spilled_keys_make_room_at_once(tmp_path):
         assert s.stats()["summary"]["demotions"] == 0
         s.set_process_memory_limit(resident_bytes() - 8 * MiB)
         s["y"] = np.full(MiB // 8 * 2, 99, dtype=np.float64)
-        st = s.stats()
-        assert st["store"]["relieve_calls"] == 1
-        assert st["summary"]["demotions"] >= 4  # at least the 8 MiB over the limit, before setitem returned
+        assert s.stats()["store"]["relieve_calls"] == 1
         s.engine.flush()
-        spilled = sorted(s.slow)
+        assert s.stats()["summary"]["demotions"] >= 4  # the 8 MiB over the limit
+        spilled = sorted(k for k in s.slow if k.startswith("x"))
         assert spilled
-        calls = s.stats()["store"]["relieve_calls"]
         key = spilled[0]
-        assert (s[key] == int(key[1:])).all()
-        assert s.stats()["store"]["relieve_calls"] == calls + 1  # room for its bytes before the read
+        s.set_process_memory_limit(resident_bytes())  # no room for the 2 MiB about to be read
+        before = s.stats()
+        value = s[key]
+        after = s.stats()
+        assert (value == int(key[1:])).all()
+        assert after["store"]["relieve_calls"] == before["store"]["relieve_calls"] + 1
+        assert after["summary"]["demotions"] >= before["summary"]["demotions"] + 1  # before the read returned
         assert (s["y"] == 99).all()

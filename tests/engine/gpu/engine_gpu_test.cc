@@ -242,3 +242,25 @@ TEST_CASE("engine gpu: pin_at_open page-locks the host tier before Open returns,
   CHECK(s.tiers[0].demotions_out > 0);
   CHECK(s.pinned_fallback_bytes == 0);
 }
+
+TEST_CASE("engine gpu: a process memory limit leaves a host tier in the pinned pool alone") {
+  // Its slabs stay pinned whatever they hold: demoting from it would free
+  // nothing, and RelieveMemory would wait for moves that cannot help.
+  SPILLWAY_REQUIRE_GPU();
+  TempDir dir("gpu");
+  Config c = GpuChain(dir.path(), 128ull << 20, 256ull << 20);
+  c.tiers[1].pin_at_open_fraction = 1.0;
+  auto e = OpenGpu(c);
+  const uint64_t obj = 4ull << 20;
+  for (int i = 0; i < 16; ++i) REQUIRE(e->Put("h" + std::to_string(i), Bytes(obj, i)).ok());  // host memory
+  REQUIRE(e->Flush().ok());
+  REQUIRE(e->Stats().tiers[1].used_bytes == 16 * obj);
+  e->SetProcessMemoryLimit(1);  // below any resident set
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(e->RelieveMemory(obj));  // cannot fit, and returns at once
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+  REQUIRE(e->Flush().ok());  // the mover's pressure: none for this tier either
+  CHECK(e->Stats().tiers[1].used_bytes == 16 * obj);
+  CHECK(e->Stats().tiers[1].demotions_out == 0);
+  e->SetProcessMemoryLimit(0);
+}
