@@ -209,6 +209,17 @@ bool Mover::InflightLocked(int t) const {
   return false;
 }
 
+bool Mover::StalledLocked(int t, uint64_t* seen, std::chrono::steady_clock::time_point* progressed) const {
+  const uint64_t now_sig = ProgressLocked(t);
+  const auto now = std::chrono::steady_clock::now();
+  if (now_sig != *seen) {
+    *seen = now_sig;
+    *progressed = now;
+    return false;
+  }
+  return now - *progressed >= (InflightLocked(t) ? kInflightWait : kNoProgressWait);
+}
+
 uint64_t Mover::ProgressLocked(int t) const {
   // Any change in these means something moved or was freed from t down.
   uint64_t sig = 0;
@@ -250,14 +261,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
       break;
     }
     if (stopping_) break;
-    const uint64_t now_sig = ProgressLocked(t);
-    const auto now = std::chrono::steady_clock::now();
-    if (now_sig != seen) {
-      seen = now_sig;
-      progressed = now;
-    } else if (now - progressed >= (InflightLocked(t) ? kInflightWait : kNoProgressWait)) {
-      break;  // nothing moved or was freed for a while: nothing can move
-    }
+    if (StalledLocked(t, &seen, &progressed)) break;  // nothing moved or was freed for a while
     // A stuck boundary (its last batch moved nothing) is re-tried: the pins
     // may be gone, or the tier below may have room by now.
     if (b.inflight_batches == 0) {
@@ -319,14 +323,7 @@ bool Mover::Shed(int t, uint64_t bytes, bool wait) {
       KickLocked(t);
       if (b.inflight_batches == 0) break;  // nothing left to pick
     }
-    const uint64_t now_sig = ProgressLocked(t);
-    const auto now = std::chrono::steady_clock::now();
-    if (now_sig != seen) {
-      seen = now_sig;
-      progressed = now;
-    } else if (now - progressed >= (InflightLocked(t) ? kInflightWait : kNoProgressWait)) {
-      break;
-    }
+    if (StalledLocked(t, &seen, &progressed)) break;
     cv_.wait_for(l, std::chrono::milliseconds(20));
   }
   return b.moved_bytes >= goal;

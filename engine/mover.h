@@ -27,6 +27,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -120,6 +121,11 @@ class Mover {
   uint64_t ProgressLocked(int t) const;
   // REQUIRES: mu_. Whether a batch of boundary t or one below is running.
   bool InflightLocked(int t) const;
+  // REQUIRES: mu_. For a caller waiting on tier t (MakeRoom, Shed): true
+  // once nothing moved or was freed from t down for kNoProgressWait, or
+  // kInflightWait while batches from t down are running. `seen` and
+  // `progressed` are the caller's last ProgressLocked value and its time.
+  bool StalledLocked(int t, uint64_t* seen, std::chrono::steady_clock::time_point* progressed) const;
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
   void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);
