@@ -99,7 +99,7 @@ def test_setitem_starts_demotions_and_a_spilled_read_waits_for_room(tmp_path):
         spilled = sorted(k for k in s.slow if k.startswith("x"))
         assert spilled
         key = spilled[0]
-        s.set_process_memory_limit(resident_bytes())  # no room for the 2 MiB about to be read
+        s.set_process_memory_limit(resident_bytes() - MiB)  # no room for the 2 MiB about to be read
         before = s.stats()
         value = s[key]
         after = s.stats()
