@@ -102,7 +102,7 @@ class EngineCore final : public Engine {
   // The host tier's share (engine/engine_memory.cc).
   uint64_t MemoryPressure(int t);
   // Whether tier i demotes for process memory: a host tier over one that
-  // stores bytes.
+  // stores bytes, outside the pinned pool.
   bool YieldsToProcessMemory(size_t i) const;
   // This process's resident bytes; while they are above `limit`, at most
   // once a second, measured again after releasing cached memory. Records
