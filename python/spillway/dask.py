@@ -26,9 +26,10 @@ memory monitor leaves it alone (it still pauses the worker at the pause
 threshold, on the process memory, which includes the host tier). Size the
 host tier below the worker's memory limit. With a process memory limit (the
 preload sets one from the worker's target fraction) the host tier yields to
-the worker's other memory, and ``__setitem__`` and a read of a value held in
-a file tier wait until the process fits under the limit again
-(``Engine.relieve_memory``), as SpillBuffer evicts inside ``__setitem__``.
+the worker's other memory: for values of RELIEVE_MIN_BYTES or more,
+``__setitem__`` starts the demotions at once and a read of a value held in a
+file tier waits until its bytes fit under the limit (``Engine.relieve_memory``),
+where SpillBuffer evicts; smaller values are left to the mover's 100 ms tick.
 
 Mapping semantics Dask relies on:
 
@@ -243,12 +244,12 @@ class SpillwayStore(MutableMapping):
         own buffers) then shrinks what the store keeps in memory, as Dask's
         memory manager spills by process memory. None: off, unless
         spillway.dask_preload sets it from the worker's memory limit.
-    relieve: with a process memory limit, __setitem__ and a read of a value held
-        in a file tier wait until the process (plus the value about to be read)
-        fits under it, the engine demoting the difference (Engine.relieve_memory),
-        as SpillBuffer evicts inside __setitem__; without, only the mover's
-        100 ms tick acts on the limit. Default: on, unless $SPILLWAY_DASK_RELIEVE
-        is 0 (for comparisons).
+    relieve: with a process memory limit, for values of RELIEVE_MIN_BYTES or
+        more, __setitem__ starts the demotions of what the process holds above
+        it at once, and a read of a value held in a file tier waits until the
+        value's bytes fit (Engine.relieve_memory), where SpillBuffer evicts;
+        without, only the mover's 100 ms tick acts on the limit. Default: on,
+        unless $SPILLWAY_DASK_RELIEVE is 0 (for comparisons).
     """
 
     def __init__(
