@@ -296,10 +296,9 @@ bool Mover::Shed(int t, uint64_t bytes, bool wait) {
   if (bytes == 0) return true;
   if (static_cast<size_t>(t) + 1 >= bounds_.size()) return false;
   if (scheduler_ == nullptr || !scheduler_->background()) {
-    const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };
     uint64_t moved = 0;
     while (moved < bytes) {
-      const uint64_t m = demoter_->Demote(t, bytes - moved, below);
+      const uint64_t m = core_->Demote(t, bytes - moved);
       core_->CountSyncDemotion();
       if (m == 0) break;
       moved += m;

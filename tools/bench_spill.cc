@@ -655,6 +655,7 @@ void RunSpillSection(Context& ctx) {
       // bench/results/dev-2026-12-04-order.md), so a fixed order put every
       // spill in the slow position. `order` in the JSON says which ran first.
       const bool engine_first = r % 2 == 1;
+      const char* const order = engine_first ? "engine first" : "fio first";
       auto references = [&] {
         if (have_fio) {
           ctx.progress.Step("fio references for " + SizeName(size) + " objects");
@@ -674,7 +675,7 @@ void RunSpillSection(Context& ctx) {
           for (auto* f : {&w, &w64, &wf, &q, &one}) {
             if (!f->error.empty() && fio_error.empty()) fio_error = f->error;
           }
-          runs.push_back({{"rep", r}, {"before_object_bytes", size}, {"order", engine_first ? "engine first" : "fio first"},
+          runs.push_back({{"rep", r}, {"before_object_bytes", size}, {"order", order},
                           {"fio_uring_write_Bps", w.bytes_per_s},
                           {"fio_uring_write_qd64_Bps", w64.bytes_per_s}, {"fio_uring_write_end_fsync_Bps", wf.bytes_per_s},
                           {"fio_randread_" + std::to_string(read_bs[b]) + "_qd" + std::to_string(kReaders) + "_Bps",
@@ -702,7 +703,7 @@ void RunSpillSection(Context& ctx) {
           get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
         }
         put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
-        runs.push_back({{"rep", r}, {"object_bytes", size}, {"order", engine_first ? "engine first" : "fio first"},
+        runs.push_back({{"rep", r}, {"object_bytes", size}, {"order", order},
                         {"objects", count}, {"host_tier_bytes", host},
                         {"spill_Bps", sr.write_bps}, {"read_Bps", sr.read_bps}, {"single_read_Bps", sr.single_read_bps},
                         {"single_read_objects", sr.single_read_objects}, {"single_read_s", sr.single_read_s},

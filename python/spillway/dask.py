@@ -348,7 +348,7 @@ class SpillwayStore(MutableMapping):
             "relived": 0,  # values read back from bytes and handed over live again
             "prefetch_hints": 0,  # engine objects hinted by prefetch() (ReadAhead: the next tasks' inputs)
             "prefetch_bytes": 0,
-            "relieve_calls": 0,  # waits for the process to fit under process_memory_limit (_relieve)
+            "relieve_calls": 0,  # Engine.relieve_memory calls for process_memory_limit (_relieve)
             "relieve_seconds": 0.0,
         }
         self.fast = self.memory = TierView(self, spilled=False)
@@ -377,10 +377,9 @@ class SpillwayStore(MutableMapping):
         self._set(key, value)
         # A large value is in: what the process holds above its memory limit starts moving
         # now, not at the mover's next 100 ms tick (without waiting for it: see _relieve).
-        if self.process_memory_limit and self._relieve_memory is not None:
-            entry = self._keys.get(key)
-            if entry is not None and max(entry.nbytes, entry.weight) >= RELIEVE_MIN_BYTES:
-                self._relieve(0, wait=False)
+        entry = self._keys.get(key)
+        if self._relieves(entry):
+            self._relieve(0, wait=False)
 
     def _set(self, key, value):
         ekey = self._engine_key(key)
@@ -577,8 +576,7 @@ class SpillwayStore(MutableMapping):
                 with self._lock:
                     self.counters["live_hits"] += 1
                 return value
-        if (self.process_memory_limit and self._relieve_memory is not None and not entry.device
-                and max(entry.nbytes, entry.weight) >= RELIEVE_MIN_BYTES):
+        if self._relieves(entry) and not entry.device:
             in_file = self._in_file_tiers([entry])
             if in_file is None or in_file[0]:
                 # Reading it back adds its bytes to the process: room first, as SpillBuffer
@@ -831,6 +829,12 @@ class SpillwayStore(MutableMapping):
         setter(nbytes)
         self.process_memory_limit = nbytes
 
+    def _relieves(self, entry):
+        """Whether `entry` is a value the process memory limit is relieved for (_relieve):
+        a limit is set, the relief is on, and the value has RELIEVE_MIN_BYTES or more."""
+        return bool(entry is not None and self.process_memory_limit and self._relieve_memory is not None
+                and max(entry.nbytes, entry.weight) >= RELIEVE_MIN_BYTES)
+
     def _relieve(self, incoming, wait):
         """With a process memory limit: the engine starts demoting what the process, plus
         `incoming` bytes, holds above it (Engine.relieve_memory; the GIL is released); with
@@ -841,8 +845,9 @@ class SpillwayStore(MutableMapping):
         by the mover's materializer, and waiting for that on the event loop made a persisted
         frame 1.6x slower to build (groupby at 4x: persist 9.1 s against 5.8 s). A read waits:
         its bytes are about to be added. REQUIRES: none of the store's locks held (the mover's
-        materializer may need them through the values it serializes)."""
-        if not self.process_memory_limit or self._relieve_memory is None or self._closed:
+        materializer may need them through the values it serializes). Callers check
+        _relieves first."""
+        if self._closed:
             return
         t0 = perf_counter()
         self._relieve_memory(int(incoming), wait)
