@@ -21,6 +21,7 @@
 #include "base/process_memory.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
+#include "tiers/small_block_pool.h"
 
 namespace spillway::internal {
 
@@ -34,6 +35,9 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   process_memory_limit_.store(bytes, std::memory_order_relaxed);
   if (bytes == 0) process_memory_excess_.store(0, std::memory_order_relaxed);
   if (bytes != 0 && host_cache_) host_cache_->ReleaseCached();  // and keeps none from now on
+  // Nor small blocks, process-wide: a process with a memory limit (a Dask
+  // worker) is judged by its resident set.
+  if (bytes != 0) SmallBlockPool::SetKeeping(false);
   if (bytes != 0 && mover_) mover_->Wake();
 }
 

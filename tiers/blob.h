@@ -21,6 +21,8 @@
 #include <span>
 #include <vector>
 
+#include "tiers/small_block_pool.h"
+
 namespace spillway {
 
 enum class MemoryKind : unsigned char { kHost, kDevice, kManaged };
@@ -63,15 +65,21 @@ class Blob {
   Blob& operator=(const Blob&) = delete;
 
   // Host memory for `size` bytes, 64-byte aligned; null when out of memory.
+  // Up to SmallBlockPool::kMaxBytes from that pool (reused across threads
+  // without the C library's arena lock), from kHugePageMinBytes a mapping of
+  // its own, aligned_alloc between.
   static std::byte* AllocateHost(uint64_t size) {
     if (size >= kHugePageMinBytes) return AllocateLargeHost(size);
+    if (size <= SmallBlockPool::kMaxBytes) return SmallBlockPool::Allocate(size);
     size_t n = (size + 63) & ~size_t{63};
-    return static_cast<std::byte*>(std::aligned_alloc(64, n ? n : 64));
+    return static_cast<std::byte*>(std::aligned_alloc(64, n));
   }
   // Frees what AllocateHost(size) returned, given the same size (null: nothing).
   static void FreeHost(std::byte* p, uint64_t size) {
     if (size >= kHugePageMinBytes) {
       FreeLargeHost(p, size);
+    } else if (size <= SmallBlockPool::kMaxBytes) {
+      SmallBlockPool::Free(p, size);
     } else {
       std::free(p);
     }

@@ -212,7 +212,10 @@ class Engine {
   // Measured every 100 ms by the background mover and at each Flush; while
   // above it, at most once a second, the file tiers free their idle I/O
   // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
-  // to the kernel (malloc_trim). (engine/engine_memory.cc)
+  // to the kernel (malloc_trim). Once a limit is set, freed host memory is
+  // no longer kept for reuse, in this engine's block cache nor in the
+  // process-wide pool of small blocks (tiers/small_block_pool.h).
+  // (engine/engine_memory.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // Makes room in this process for `incoming_bytes` more: while the resident
   // set plus them is above the SetProcessMemoryLimit limit, the host tiers
