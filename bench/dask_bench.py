@@ -254,6 +254,25 @@ class Side:
                 out[k] += v
         return out
 
+    def store_counters(self):
+        """The stores' own counters summed over workers (spillway's side; empty for Dask's)."""
+        def collect(dask_worker):
+            data = dask_worker.data
+            out = dict(getattr(data, "counters", {}))
+            engine = getattr(data, "engine", None)
+            if engine is not None:
+                e = engine.stats()
+                out["promotions"] = sum(t["promotions_out"] for t in e["tiers"])
+                for k in ("clean_demotions", "sync_demotions"):
+                    out[k] = e.get(k, 0)
+            return out
+
+        out = {}
+        for m in self.client.run(collect).values():
+            for k, v in m.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
     def peak_rss(self):
         return max(self.client.run(lambda dask_worker: max(dask_worker.monitor.quantities["memory"],
                                                             default=0)).values())
@@ -320,6 +339,7 @@ def run_side(side, args, workdir, workloads, rep):
                 threading.Thread(target=_watchdog, args=(s, stop), daemon=True).start()
             data_bytes = int((scale or args.scale) * s.limit)
             before, load_before = s.spill_metrics(), load()
+            counters_before = s.store_counters()
             t = time.perf_counter()
             try:
                 phases, check = fn(s.client, data_bytes)
@@ -338,11 +358,12 @@ def run_side(side, args, workdir, workloads, rep):
             total = time.perf_counter() - t
             after = s.spill_metrics()
             spill = {k: after[k] - before[k] for k in after}
+            counters = {k: v - counters_before.get(k, 0) for k, v in s.store_counters().items()}
             spill_s = sum(spill[k] for k in ("pickle_time_total", "unpickle_time_total", "disk_write_time_total",
                                              "disk_read_time_total"))
             r = {"phases": phases, "total": total, "check": check, "spill": spill, "spill_seconds": spill_s,
                  "rss": s.peak_rss(), "cgroup_peak": s.cgroup.peak(), "load": f"{load_before} -> {load()}",
-                 "data_bytes": data_bytes}
+                 "data_bytes": data_bytes, "store": counters}
             results[name] = r
             print(f"  run {rep + 1} {side:9s} {name:9s} {total:7.1f} s  "
                   + "  ".join(f"{p} {v:.1f}s" for p, v in phases.items())
@@ -355,6 +376,11 @@ def run_side(side, args, workdir, workloads, rep):
                   + "; "
                     f"peak RSS {r['rss'] / MiB:.0f} MiB, cgroup peak {r['cgroup_peak'] / MiB:.0f} MiB; "
                     f"load {r['load']}", flush=True)
+            if counters:
+                shown = ("puts", "lazy_puts", "gets", "cache_hits", "live_hits", "relived", "prefetch_hints", "relieve_calls",
+                         "promotions", "clean_demotions")
+                print("      store: " + ", ".join(f"{k} {counters[k]:.0f}" for k in shown if k in counters)
+                      + f", get {counters.get('get_bytes', 0) / MiB:.0f} MiB", flush=True)
     finally:
         close()
     return results
