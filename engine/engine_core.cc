@@ -54,6 +54,7 @@ EngineCore::~EngineCore() {
   // Drop every entry. Scratch copies go with them; records in persistent
   // tiers must stay on disk for the next Open, so they are not freed.
   shutting_down_ = true;
+  for (auto& t : tiers_) t->BeginClose();  // scratch files go whole, not record by record
   for (size_t s = 0; s < ObjectIndex::kShards; ++s) {
     auto& shard = index_.shard(s);
     std::vector<Entry*> entries;

@@ -105,6 +105,7 @@ class FileTier : public Tier {
   // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
   // streamed-piece buffers): under process memory pressure.
   void ReleaseCachedMemory() override;
+  void BeginClose() override { closing_.store(true, std::memory_order_relaxed); }
   // Idle buffers the tier keeps for reuse (tests, stats).
   size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
 
@@ -233,6 +234,7 @@ class FileTier : public Tier {
   std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
   std::unique_ptr<ThreadPool> piece_pool_;  // writes one streamed piece each; never waits on a task
   std::unique_ptr<ThreadPool> punch_pool_;  // one thread: hole punching off the caller's path
+  std::atomic<bool> closing_{false};        // BeginClose: a scratch tier punches nothing more
   std::atomic<size_t> queued_punches_{0};
   bool direct_io_ = true;
   std::once_flag buffered_warning_;

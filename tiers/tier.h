@@ -129,6 +129,11 @@ class Tier : public BlobAccount {
   // Frees memory the tier keeps only to go faster (idle I/O buffers); the
   // engine calls it when the process is above its memory limit.
   virtual void ReleaseCachedMemory() {}
+  // The engine is closing: it frees every object it holds here next, and
+  // nothing is stored or read after. A scratch file tier then skips freeing
+  // each record's blocks and removes its segment files whole when it is
+  // destroyed (file_tier.cc).
+  virtual void BeginClose() {}
 
   const TierCounters& counters() const { return counters_; }
   TierCounters& mutable_counters() { return counters_; }

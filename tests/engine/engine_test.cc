@@ -3,12 +3,14 @@
 // space reclamation.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "engine_test_util.h"
+#include "spillway/file_io.h"
 
 using namespace spillway;
 using namespace spillway::testing;
@@ -243,4 +245,64 @@ TEST_CASE("a workload 8x the host tier completes with every byte verified and fe
   size_t files = 0;
   for (auto& p : std::filesystem::directory_iterator(dir.path() + "/disk")) (void)p, ++files;
   CHECK(files <= 8);  // 8 MiB segments: packed, not one file per object
+}
+
+namespace {
+// Counts hole punches; everything else goes to the real filesystem.
+class PunchCounter : public FileIoWrapper {
+ public:
+  explicit PunchCounter(FileIo* target) : FileIoWrapper(target) {}
+  Status PunchHole(const FileHandle& f, uint64_t o, uint64_t l) override {
+    punches.fetch_add(1);
+    return FileIoWrapper::PunchHole(f, o, l);
+  }
+  std::atomic<int> punches{0};
+};
+
+int SegmentFiles(const std::string& dir) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    n += entry.path().extension() == ".spw" ? 1 : 0;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("closing removes a scratch tier's segment files whole, the active one included, without a punch per record") {
+  TempDir dir("eng");
+  auto posix = MakePosixFileIo();
+  PunchCounter io(posix.get());
+  EngineOptions o;
+  o.background_mover = false;
+  o.file_io = &io;
+  Config c = HostFileChain(dir.path(), 256 << 10, 64 << 20);  // 8 MiB segments
+  {
+    auto e = Engine::Open(c, o);
+    REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+    // 20 MiB of 64 KiB objects: three segments, all but 256 KiB of it spilled.
+    for (int i = 0; i < 320; ++i) REQUIRE((*e)->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
+    REQUIRE((*e)->Flush().ok());
+    CHECK(TierNamed((*e)->Stats(), "disk").objects >= 300);
+    CHECK(SegmentFiles(dir.path() + "/disk") >= 3);
+    CHECK(io.punches.load() == 0);  // nothing freed yet
+  }
+  CHECK(SegmentFiles(dir.path() + "/disk") == 0);
+  CHECK(io.punches.load() == 0);
+}
+
+TEST_CASE("a scratch tier still punches a freed record while the engine is open") {
+  TempDir dir("eng");
+  auto posix = MakePosixFileIo();
+  PunchCounter io(posix.get());
+  EngineOptions o;
+  o.background_mover = false;
+  o.file_io = &io;
+  auto e = Engine::Open(HostFileChain(dir.path(), 256 << 10, 64 << 20), o);
+  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  for (int i = 0; i < 16; ++i) REQUIRE((*e)->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
+  REQUIRE((*e)->Flush().ok());
+  REQUIRE(TierNamed((*e)->Stats(), "disk").objects > 0);
+  REQUIRE((*e)->Erase("k0").ok());  // the oldest: demoted first
+  REQUIRE((*e)->Flush().ok());      // waits for queued punches
+  CHECK(io.punches.load() >= 1);
 }
