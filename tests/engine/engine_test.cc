@@ -259,6 +259,21 @@ class PunchCounter : public FileIoWrapper {
   std::atomic<int> punches{0};
 };
 
+// An engine over host (256 KiB) -> disk (8 MiB segments) in `dir`, its file I/O counted.
+struct CountedEngine {
+  explicit CountedEngine(const std::string& dir) : posix(MakePosixFileIo()), io(posix.get()) {
+    EngineOptions o;
+    o.background_mover = false;
+    o.file_io = &io;
+    auto e = Engine::Open(HostFileChain(dir, 256 << 10, 64 << 20), o);
+    REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+    engine = std::move(*e);
+  }
+  std::unique_ptr<FileIo> posix;
+  PunchCounter io;
+  std::unique_ptr<Engine> engine;  // declared last: closed before the FileIo goes
+};
+
 int SegmentFiles(const std::string& dir) {
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -270,39 +285,25 @@ int SegmentFiles(const std::string& dir) {
 
 TEST_CASE("closing removes a scratch tier's segment files whole, the active one included, without a punch per record") {
   TempDir dir("eng");
-  auto posix = MakePosixFileIo();
-  PunchCounter io(posix.get());
-  EngineOptions o;
-  o.background_mover = false;
-  o.file_io = &io;
-  Config c = HostFileChain(dir.path(), 256 << 10, 64 << 20);  // 8 MiB segments
-  {
-    auto e = Engine::Open(c, o);
-    REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-    // 20 MiB of 64 KiB objects: three segments, all but 256 KiB of it spilled.
-    for (int i = 0; i < 320; ++i) REQUIRE((*e)->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
-    REQUIRE((*e)->Flush().ok());
-    CHECK(TierNamed((*e)->Stats(), "disk").objects >= 300);
-    CHECK(SegmentFiles(dir.path() + "/disk") >= 3);
-    CHECK(io.punches.load() == 0);  // nothing freed yet
-  }
+  CountedEngine c(dir.path());
+  // 20 MiB of 64 KiB objects: three segments, all but 256 KiB of it spilled.
+  for (int i = 0; i < 320; ++i) REQUIRE(c.engine->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
+  REQUIRE(c.engine->Flush().ok());
+  CHECK(TierNamed(c.engine->Stats(), "disk").objects >= 300);
+  CHECK(SegmentFiles(dir.path() + "/disk") >= 3);
+  CHECK(c.io.punches.load() == 0);  // nothing freed yet
+  c.engine.reset();
   CHECK(SegmentFiles(dir.path() + "/disk") == 0);
-  CHECK(io.punches.load() == 0);
+  CHECK(c.io.punches.load() == 0);
 }
 
 TEST_CASE("a scratch tier still punches a freed record while the engine is open") {
   TempDir dir("eng");
-  auto posix = MakePosixFileIo();
-  PunchCounter io(posix.get());
-  EngineOptions o;
-  o.background_mover = false;
-  o.file_io = &io;
-  auto e = Engine::Open(HostFileChain(dir.path(), 256 << 10, 64 << 20), o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  for (int i = 0; i < 16; ++i) REQUIRE((*e)->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
-  REQUIRE((*e)->Flush().ok());
-  REQUIRE(TierNamed((*e)->Stats(), "disk").objects > 0);
-  REQUIRE((*e)->Erase("k0").ok());  // the oldest: demoted first
-  REQUIRE((*e)->Flush().ok());      // waits for queued punches
-  CHECK(io.punches.load() >= 1);
+  CountedEngine c(dir.path());
+  for (int i = 0; i < 16; ++i) REQUIRE(c.engine->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
+  REQUIRE(c.engine->Flush().ok());
+  REQUIRE(TierNamed(c.engine->Stats(), "disk").objects > 0);
+  REQUIRE(c.engine->Erase("k0").ok());  // the oldest: demoted first
+  REQUIRE(c.engine->Flush().ok());      // waits for queued punches
+  CHECK(c.io.punches.load() >= 1);
 }
