@@ -11,14 +11,6 @@
 #include <mutex>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SPILLWAY_SMALL_POOL_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPILLWAY_SMALL_POOL_OFF 1
-#endif
-#endif
-
 namespace spillway {
 namespace {
 
@@ -118,9 +110,7 @@ uint64_t SmallBlockPool::ClassBytes(uint64_t bytes) {
 
 std::byte* SmallBlockPool::Allocate(uint64_t bytes) {
   const uint64_t cls = ClassBytes(bytes);
-#ifdef SPILLWAY_SMALL_POOL_OFF
-  return NewBlock(cls);
-#else
+  if constexpr (!kPooling) return NewBlock(cls);
   const int idx = ClassIndex(cls);
   ThreadCache& tc = t_cache;
   Magazine& m = tc.mag[idx];
@@ -149,17 +139,13 @@ std::byte* SmallBlockPool::Allocate(uint64_t bytes) {
     }
   }
   return out != nullptr ? out : NewBlock(cls);
-#endif
 }
 
 void SmallBlockPool::Free(std::byte* p, uint64_t bytes) {
   if (p == nullptr) return;
-#ifdef SPILLWAY_SMALL_POOL_OFF
-  std::free(p);
-#else
   const uint64_t cls = ClassBytes(bytes);
   Depot& d = TheDepot();
-  if (!d.keeping.load(std::memory_order_relaxed)) {
+  if (!kPooling || !d.keeping.load(std::memory_order_relaxed)) {
     std::free(p);
     return;
   }
@@ -184,7 +170,6 @@ void SmallBlockPool::Free(std::byte* p, uint64_t bytes) {
   tc.bytes -= static_cast<uint64_t>(give) * cls;
   d.flushes.fetch_add(1, std::memory_order_relaxed);
   for (std::byte* q : rejected) std::free(q);
-#endif
 }
 
 void SmallBlockPool::SetKeeping(bool keep) {
@@ -200,13 +185,11 @@ void SmallBlockPool::SetKeeping(bool keep) {
   for (auto& list : all) {
     for (std::byte* p : list) std::free(p);
   }
-#ifndef SPILLWAY_SMALL_POOL_OFF
   ThreadCache& tc = t_cache;
   for (Magazine& m : tc.mag) {
     while (m.n > 0) std::free(m.slot[--m.n]);
   }
   tc.bytes = 0;
-#endif
 }
 
 bool SmallBlockPool::keeping() { return TheDepot().keeping.load(std::memory_order_relaxed); }

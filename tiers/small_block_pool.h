@@ -44,6 +44,19 @@ struct SmallBlockPoolStats {
 
 class SmallBlockPool {
  public:
+  // Off under AddressSanitizer: every block then comes from and goes back to
+  // the C library, so a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kPooling = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  static constexpr bool kPooling = false;
+#else
+  static constexpr bool kPooling = true;
+#endif
+#else
+  static constexpr bool kPooling = true;
+#endif
   static constexpr uint64_t kMaxBytes = 64u << 10;  // larger sizes: HostBlockCache / the C library
   static constexpr uint64_t kDepotMaxBytes = 16u << 20;
   static constexpr uint64_t kThreadMaxBytes = 1u << 20;

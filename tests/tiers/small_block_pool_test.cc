@@ -17,17 +17,7 @@ using namespace spillway;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPoolOn = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kPoolOn = false;
-#else
-constexpr bool kPoolOn = true;
-#endif
-#else
-constexpr bool kPoolOn = true;
-#endif
+constexpr bool kPoolOn = SmallBlockPool::kPooling;
 
 // The pool is process-wide: each case starts keeping, with an empty depot.
 struct Fresh {
