@@ -1,10 +1,24 @@
 """Shared fixtures for the spillway Python tests: small tier chains in tmp dirs."""
+import gc
 import os
+import time
 import types
 
 import pytest
 
 MiB = 1 << 20
+
+
+def settle(pred, timeout=10.0):
+    """Whether `pred()` holds within `timeout` seconds (collecting garbage between tries): for what
+    happens on the engine's threads, such as the BufferReleaser dropping the references it was handed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        gc.collect()
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
 
 
 def _export_pythonpath():

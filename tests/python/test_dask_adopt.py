@@ -4,7 +4,6 @@ the value kept alive until the engine lets go (erase, replace, demotion),
 released on the releaser thread (never on the mover's while it waits for the GIL)."""
 import gc
 import threading
-import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,22 +13,12 @@ import pytest
 import spillway
 from spillway import _spillway
 
-from conftest import MiB, chain
+from conftest import MiB, chain, settle
 
 pytest.importorskip("distributed", reason="python3-distributed is not installed")
 pd = pytest.importorskip("pandas", reason="python3-pandas is not installed")
 
 from spillway.dask import SpillwayStore  # noqa: E402
-
-
-def settle(pred, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        gc.collect()
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def test_engine_adopts_without_copy_and_releases(tmp_path):
