@@ -610,6 +610,20 @@ void RunSpillSection(Context& ctx) {
   const uint64_t diag_total = std::min<uint64_t>(total, 512 * kMiB);
   const uint64_t read_cap = o.quick ? 128 * kMiB : 512 * kMiB;
   const uint64_t single_cap = read_cap / 4;
+  // Bytes read back per object size (fio's references read as much): at
+  // least kMinReadObjects objects per reader, at most half (the single
+  // reader a quarter) of what was written. A read-back of two 64 MiB objects
+  // per reader measured mostly the process's first touches of its buffers
+  // and the disk's moment: on the development machine (2026-12-04, idle) four
+  // readers of 4 x 64 MiB each ran at 1.27-1.71 GB/s against fio's 1.29-1.69
+  // in the same minute, where the bench's 2 x 64 MiB had shown 0.69x.
+  constexpr uint64_t kMinReadObjects = 4;
+  auto read_bytes_for = [&](uint64_t size) {
+    return std::min(std::max(read_cap, kReaders * kMinReadObjects * size), total / 2);
+  };
+  auto single_bytes_for = [&](uint64_t size) {
+    return std::min(std::max(single_cap, 2 * kMinReadObjects * size), total / 4);
+  };
   nlohmann::json runs = nlohmann::json::array();
 
   for (int r = 0; r < reps; ++r) {
@@ -666,8 +680,8 @@ void RunSpillSection(Context& ctx) {
           // The same write made durable at its end, as the engine's figure is
           // (its time runs to the return of Flush, after fdatasync).
           FioResult wf = RunFio(fio_file, "write", "io_uring", kMiB, 32, total, 0, "--end_fsync=1");
-          FioResult q = RunFio(fio_file, "randread", "io_uring", read_bs[b], kReaders, total, read_cap);
-          FioResult one = RunFio(fio_file, "randread", "psync", read_bs[b], 1, total, single_cap);
+          FioResult q = RunFio(fio_file, "randread", "io_uring", read_bs[b], kReaders, total, read_bytes_for(size));
+          FioResult one = RunFio(fio_file, "randread", "psync", read_bs[b], 1, total, single_bytes_for(size));
           std::filesystem::remove(fio_file);
           cmd_w = w.command, cmd_w64 = w64.command, cmd_wf = wf.command, cmd_rr[b] = q.command, cmd_r1[b] = one.command;
           fio_ws[s][r] = w.bytes_per_s, fio_w64s[s][r] = w64.bytes_per_s, fio_wfs[s][r] = wf.bytes_per_s;
@@ -687,7 +701,7 @@ void RunSpillSection(Context& ctx) {
       };
       auto engine = [&] {
         ctx.progress.Step("spillway " + SizeName(size) + " x " + std::to_string(count));
-        SpillRun sr = SpillObjects(tier_dir, ctx.pool, size, count, host, read_cap, single_cap);
+        SpillRun sr = SpillObjects(tier_dir, ctx.pool, size, count, host, read_bytes_for(size), single_bytes_for(size));
         if (sr.error.empty()) {
           wr[s][r] = sr.write_bps;
           rd[s][r] = sr.read_bps;
@@ -899,9 +913,12 @@ void RunSpillSection(Context& ctx) {
            "(mover drained, segments fdatasync'd); " +
            SizeName(total) + " per object size, host tier 64 MiB (128 MiB for 64 MiB objects), file tier codec "
            "none, O_DIRECT, queue depth 32. fio writes and reads " + SizeName(total) + " in " + o.dir +
-           ". Read-back: 4 threads Get the oldest " + SizeName(read_cap) + " of objects (all in the file tier; no "
+           ". Read-back: 4 threads Get the oldest " + SizeName(read_cap) + " of objects, at least " +
+           std::to_string(kMinReadObjects) + " objects each and at most " + SizeName(total / 2) +
+           " (all in the file tier; no "
            "promotion), each compared with its source; bytes served by the file tier / wall time of the read; then one "
-           "thread Gets the next " + SizeName(single_cap) + " (its figure: bytes / time inside Get, the comparison "
+           "thread Gets the next " + SizeName(single_cap) + " (at least " + std::to_string(2 * kMinReadObjects) +
+           " objects, at most " + SizeName(total / 4) + "; fio reads as many bytes as the engine in each) (its figure: bytes / time inside Get, the comparison "
            "with the source between Gets left out). References, measured right before each object size's engine run "
            "in even repetitions and right after it in odd ones (the disk drifts by tens of percent within minutes, "
            "and on a virtual disk a writer ran slower right after the other kind of writer; the JSON's `order` says "
