@@ -32,7 +32,8 @@ floor, the seconds those speeds need for the bytes spillway's workers wrote and 
     ... --memory-limit 256MiB --scale 1.5 --repeat 1 --workloads array64m,inmemory   # a quick try
 
 Writes bench/results/dask-<date>.md (--out to change).
-Ratio = dask seconds / spillway seconds (> 1: spillway faster).
+Ratio = dask seconds / spillway seconds (> 1: spillway faster); a workload's seconds leave out its
+`release` phase (client.cancel; dask_workloads._release says why).
 """
 import argparse
 import datetime
@@ -355,7 +356,8 @@ def run_side(side, args, workdir, workloads, rep):
                 print(f"  run {rep + 1} {side:9s} {name:9s} FAILED: {why}", flush=True)
                 close()
                 continue
-            total = time.perf_counter() - t
+            # The release (client.cancel) is timed but left out: see dask_workloads._release.
+            total = time.perf_counter() - t - phases.get("release", 0.0)
             after = s.spill_metrics()
             spill = {k: after[k] - before[k] for k in after}
             counters = {k: v - counters_before.get(k, 0) for k, v in s.store_counters().items()}
@@ -380,7 +382,10 @@ def run_side(side, args, workdir, workloads, rep):
                 shown = ("puts", "lazy_puts", "gets", "cache_hits", "live_hits", "relived", "prefetch_hints", "relieve_calls",
                          "promotions", "clean_demotions")
                 print("      store: " + ", ".join(f"{k} {counters[k]:.0f}" for k in shown if k in counters)
-                      + f", get {counters.get('get_bytes', 0) / MiB:.0f} MiB", flush=True)
+                      + f", get {counters.get('get_bytes', 0) / MiB:.0f} MiB; seconds summed over workers: "
+                      + ", ".join(f"{k[:-8]} {counters[k]:.1f}" for k in
+                                  ("put_seconds", "serialize_seconds", "get_seconds", "deserialize_seconds",
+                                   "relieve_seconds") if k in counters), flush=True)
     finally:
         close()
     return results
@@ -459,6 +464,9 @@ Run {started:%Y-%m-%d %H:%M} with `bench/dask_bench.py {' '.join(sys.argv[1:])}`
 - Confinement: {'; '.join(confinement)}.
 - Data: --scale {args.scale} x all workers' memory limits per spilling workload; `inmemory` 0.2x.
   Medians of {len(runs)} run(s); results checked equal between the sides.
+- Each workload's time runs from its first call to its result, less the `release` phase (the
+  `client.cancel` of its collections: distributed's scheduler polls up to 1 s for a key to cancel, so
+  it took 0 or 1.0 s at random on either side, and no store works during it; printed per run).
 - "Dask's spill time": SpillBuffer's pickle + disk write + disk read + unpickle seconds, summed over
   workers, as a share of workers x wall time.
 - "spillway's disk floor": the bytes spillway's workers wrote and read in the workload, at the disk's
