@@ -304,22 +304,35 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
       which.push_back(i);
     }
     if (windows.empty()) continue;
-    Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
+    // Each record is verified and decoded as soon as its window has arrived,
+    // while the later windows are still on the disk (SubmitAndWaitEach), not
+    // after the whole submission. Its window goes then too: the batch holds
+    // its windows or its objects, about kMaxBatchWindowBytes, not both.
+    std::vector<size_t> window_of(reqs.size());
+    std::vector<uint32_t> pending(windows.size());
     for (size_t k = 0; k < windows.size(); ++k) {
+      pending[k] = static_cast<uint32_t>(windows[k].num_reqs);
+      for (size_t r = 0; r < windows[k].num_reqs; ++r) window_of[windows[k].first_req + r] = k;
+    }
+    std::vector<char> finished(windows.size(), 0);
+    Status st = io_->SubmitAndWaitEach(reqs, config().io.queue_depth, /*max_ahead=*/0, [&](size_t r) {
+      const size_t k = window_of[r];
+      if (--pending[k] != 0) return;
       const size_t j = which[k];
-      if (!st.ok()) {
-        // Which request failed is in its result; re-read alone so the error
-        // names this record precisely (and a healthy one still loads).
-        windows[k] = ReadWindow{};
-        out[j] = LoadImpl(locs[j], keys[j]);
-        continue;
-      }
       out[j] = FinishRead(locs[j], keys[j], windows[k],
                           std::span<const IoRequest>(reqs).subspan(windows[k].first_req, windows[k].num_reqs));
-      // Each window goes as soon as its record is decoded: the batch then
-      // holds its windows or its objects, about kMaxBatchWindowBytes, not
-      // both at once.
       windows[k] = ReadWindow{};
+      finished[k] = 1;
+    });
+    (void)st;  // a failed request leaves its window unfinished, below
+    for (size_t k = 0; k < windows.size(); ++k) {
+      if (finished[k]) continue;
+      // A request of this window failed or was cancelled (its result says
+      // which); re-read the record alone so the error names it precisely
+      // (and a healthy one still loads).
+      const size_t j = which[k];
+      windows[k] = ReadWindow{};
+      out[j] = LoadImpl(locs[j], keys[j]);
     }
   }
   return out;
