@@ -221,11 +221,19 @@ class SubmissionCountingIo final : public FileIoWrapper {
   int streamed = 0;
 };
 
+// A file tier in a fresh directory whose I/O goes through a `Wrapper` of
+// the machine's FileIo (io_uring where it can).
+template <class Wrapper>
+struct WrappedTier {
+  TempDir dir{"fread"};
+  std::unique_ptr<FileIo> base = MakeFileIo(IoEngine::kAuto);
+  Wrapper io{base.get()};
+  FileTier tier{FileConfig(dir.path()), 1, &io, nullptr};
+};
+
 TEST_CASE("a batch reads its large raw records streamed, one by one, and the rest in one submission") {
-  TempDir dir("fread");
-  auto base = MakeFileIo(IoEngine::kAuto);
-  SubmissionCountingIo io(base.get());
-  FileTier tier(FileConfig(dir.path()), 1, &io, nullptr);
+  WrappedTier<SubmissionCountingIo> w;
+  auto& [dir, base, io, tier] = w;
   REQUIRE(tier.Open().ok());
   // At the default 1 MiB block size, records of 4 MiB and more are streamed.
   std::vector<Obj> objs;
@@ -355,10 +363,8 @@ class ReorderingIo final : public FileIoWrapper {
 };
 
 TEST_CASE("a batch decodes each record as its window arrives, in any order, and a failed request re-reads only its record") {
-  TempDir dir("fread");
-  auto base = MakeFileIo(IoEngine::kAuto);
-  ReorderingIo io(base.get());
-  FileTier tier(FileConfig(dir.path()), 1, &io, nullptr);
+  WrappedTier<ReorderingIo> w;
+  auto& [dir, base, io, tier] = w;
   REQUIRE(tier.Open().ok());
   // Six records under the streamed size: one window (one request) each, one batch.
   std::vector<Obj> objs;
