@@ -348,6 +348,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
           e->loc.Set(std::move(it->second));
           shard.clean_copies.erase(it);
           e->clean_tier = -1;
+          e->flags.fetch_and(static_cast<uint8_t>(~Entry::kClean), std::memory_order_relaxed);
           core_->SetTierLocked(e, t, m.dest);
         } else {
           old = e->loc.Take(e->raw_size);

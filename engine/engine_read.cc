@@ -67,6 +67,7 @@ StatusOr<EngineCore::PinnedRead> EngineCore::PinForRead(std::string_view key, bo
     p.version = e->version;
   }
   EvictionPolicy::Touch(p.e);
+  EvictionPolicy::ReadAheadConsumed(p.e);
   hits_[p.t].Add(1);
   return p;
 }
@@ -164,9 +165,11 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
       if (nl.ok()) {
         old = RelocatePinnedLocked(e, t, h, std::move(*nl));
         committed = true;
+        if (prefetch) e->flags.fetch_or(Entry::kReadAhead, std::memory_order_relaxed);
         if (keep_clean && e->clean_tier < 0) {
           shard.clean_copies.emplace(e, std::move(old));
           e->clean_tier = static_cast<int8_t>(t);
+          e->flags.fetch_or(Entry::kClean, std::memory_order_relaxed);
           kept = true;
         }
       }

@@ -64,6 +64,17 @@ void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std
   std::lock_guard<std::mutex> g(l.mu);
   uint64_t got = 0;
   size_t n = 0;
+  for (Entry* e = l.head.lru_prev; e != &l.head && got < bytes && n < max_count; e = e->lru_prev) {
+    const uint8_t flags = e->flags.load(std::memory_order_relaxed);
+    if ((flags & (Entry::kPicked | Entry::kReadAhead)) != 0 || (flags & Entry::kClean) == 0 || e->pins() != 0) {
+      continue;
+    }
+    e->flags.fetch_or(Entry::kPicked, std::memory_order_relaxed);
+    e->refs.fetch_add(1, std::memory_order_relaxed);
+    out->push_back(e);
+    got += e->raw_size;
+    ++n;
+  }
   // Each entry is looked at most twice: one moved to the head for its second
   // chance is met again at the end of the walk (its flag now clear), so a
   // list whose every entry was read recently still yields victims, oldest

@@ -35,11 +35,26 @@ class EvictionPolicy {
     }
   }
 
-  // Appends up to `max_count` entries of `tier`, least recently used first,
-  // skipping pinned entries and those another Demote picked, until their raw
-  // sizes reach `bytes`. Marks each appended entry kPicked and takes a
-  // reference on it; the caller clears the mark with Unpick and drops the
-  // reference.
+  // A read of the entry: a read-ahead it carried (Entry::kReadAhead) is spent.
+  static void ReadAheadConsumed(Entry* e) {
+    if ((e->flags.load(std::memory_order_relaxed) & Entry::kReadAhead) != 0) {
+      e->flags.fetch_and(static_cast<uint8_t>(~Entry::kReadAhead), std::memory_order_relaxed);
+    }
+  }
+
+  // Appends up to `max_count` entries of `tier`, skipping pinned entries and
+  // those another Demote picked, until their raw sizes reach `bytes`: first
+  // the entries whose demotion writes nothing (Entry::kClean: a promoted
+  // object whose record below is still valid), oldest first whatever their
+  // second-chance flag, except those read ahead and not read since
+  // (kReadAhead); then the least recently used of the rest, CLOCK-style.
+  // Marks each appended entry kPicked and takes a reference on it; the
+  // caller clears the mark with Unpick and drops the reference.
+  // Clean first because dropping a clean copy frees its room at once and
+  // costs at most a read if the object is wanted again, where a dirty
+  // victim is a write now (the kernel reclaims clean pages first for the
+  // same reason): a scan read back through a full host tier otherwise
+  // pushed out, and wrote, the objects not yet read, then read them back.
   void PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out);
   static void Unpick(Entry* e) { e->flags.fetch_and(static_cast<uint8_t>(~Entry::kPicked), std::memory_order_relaxed); }
 

@@ -99,6 +99,13 @@ struct Entry {
   // A Prefetch is reading it from a file tier: a Get waits for that read
   // (EngineCore::Get) instead of reading the same record again.
   static constexpr uint8_t kLoading = 4;
+  // Mirrors clean_tier >= 0 for the eviction policy, which reads it without
+  // the shard mutex: demoting the entry now would write nothing. A hint;
+  // the Demoter decides from clean_tier under the mutex.
+  static constexpr uint8_t kClean = 8;
+  // Promoted by a Prefetch and not read since: a read announced, which the
+  // policy's clean pass leaves alone (EvictionPolicy::PickVictims).
+  static constexpr uint8_t kReadAhead = 16;
   // ---- guarded by the shard mutex ----
   int8_t tier = -1;        // index of the tier holding the object
   // A clean copy in tier clean_tier (-1: none): the record a promotion from a
