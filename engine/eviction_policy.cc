@@ -64,16 +64,19 @@ void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std
   std::lock_guard<std::mutex> g(l.mu);
   uint64_t got = 0;
   size_t n = 0;
-  for (Entry* e = l.head.lru_prev; e != &l.head && got < bytes && n < max_count; e = e->lru_prev) {
-    const uint8_t flags = e->flags.load(std::memory_order_relaxed);
-    if ((flags & (Entry::kPicked | Entry::kReadAhead)) != 0 || (flags & Entry::kClean) == 0 || e->pins() != 0) {
-      continue;
-    }
+  auto take = [&](Entry* e) {
     e->flags.fetch_or(Entry::kPicked, std::memory_order_relaxed);
     e->refs.fetch_add(1, std::memory_order_relaxed);
     out->push_back(e);
     got += e->raw_size;
     ++n;
+  };
+  // Clean copies first (eviction_policy.h says why).
+  for (Entry* e = l.head.lru_prev; e != &l.head && got < bytes && n < max_count; e = e->lru_prev) {
+    const uint8_t flags = e->flags.load(std::memory_order_relaxed);
+    if ((flags & (Entry::kPicked | Entry::kReadAhead)) == 0 && (flags & Entry::kClean) != 0 && e->pins() == 0) {
+      take(e);
+    }
   }
   // Each entry is looked at most twice: one moved to the head for its second
   // chance is met again at the end of the walk (its flag now clear), so a
@@ -93,11 +96,7 @@ void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std
       e = prev;
       continue;
     }
-    e->flags.fetch_or(Entry::kPicked, std::memory_order_relaxed);
-    e->refs.fetch_add(1, std::memory_order_relaxed);
-    out->push_back(e);
-    got += e->raw_size;
-    ++n;
+    take(e);
     e = prev;
   }
 }

@@ -30,6 +30,15 @@ std::vector<std::vector<std::byte>> Fill(Engine& e, int n = 64) {
   return data;
 }
 
+// Gets every object once, in key order, checking its bytes.
+void ReadInOrder(Engine& e, const std::vector<std::vector<std::byte>>& data) {
+  for (size_t i = 0; i < data.size(); ++i) {
+    auto h = e.Get("k" + std::to_string(i));
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, data[i]));
+  }
+}
+
 TEST_CASE("clean copies: reading a spilled set back through a full host tier writes nothing") {
   TempDir dir("clean");
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
@@ -39,11 +48,7 @@ TEST_CASE("clean copies: reading a spilled set back through a full host tier wri
   // Two passes: every read promotes, and the promoted objects are demoted
   // again to make room for the next ones.
   for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < 64; ++i) {
-      auto h = e->Get("k" + std::to_string(i));
-      REQUIRE(h.ok());
-      CHECK(HandleEquals(*h, data[i]));
-    }
+    ReadInOrder(*e, data);
     REQUIRE(e->Flush().ok());
   }
   const EngineStats after = e->Stats();
@@ -68,11 +73,7 @@ TEST_CASE("clean copies: a scan read back through a full host tier leaves what i
   // promotes, and the room for the next comes from the promoted objects
   // already read (clean copies: dropping them writes nothing), not from the
   // newest objects, which would be written now and read back from disk later.
-  for (int i = 0; i < 64; ++i) {
-    auto h = e->Get("k" + std::to_string(i));
-    REQUIRE(h.ok());
-    CHECK(HandleEquals(*h, data[i]));
-  }
+  ReadInOrder(*e, data);
   REQUIRE(e->Flush().ok());
   const EngineStats after = e->Stats();
   CHECK(after.tiers[1].raw_bytes_written == before.tiers[1].raw_bytes_written);
