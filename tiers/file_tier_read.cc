@@ -314,7 +314,6 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
       pending[k] = static_cast<uint32_t>(windows[k].num_reqs);
       for (size_t r = 0; r < windows[k].num_reqs; ++r) window_of[windows[k].first_req + r] = k;
     }
-    std::vector<char> finished(windows.size(), 0);
     Status st = io_->SubmitAndWaitEach(reqs, config().io.queue_depth, /*max_ahead=*/0, [&](size_t r) {
       const size_t k = window_of[r];
       if (--pending[k] != 0) return;
@@ -322,11 +321,10 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
       out[j] = FinishRead(locs[j], keys[j], windows[k],
                           std::span<const IoRequest>(reqs).subspan(windows[k].first_req, windows[k].num_reqs));
       windows[k] = ReadWindow{};
-      finished[k] = 1;
     });
-    (void)st;  // a failed request leaves its window unfinished, below
+    (void)st;  // a failed request leaves its window pending, below
     for (size_t k = 0; k < windows.size(); ++k) {
-      if (finished[k]) continue;
+      if (pending[k] == 0) continue;  // decoded as it arrived
       // A request of this window failed or was cancelled (its result says
       // which); re-read the record alone so the error names it precisely
       // (and a healthy one still loads).
