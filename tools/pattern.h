@@ -53,9 +53,10 @@ inline bool CheckPattern(uint64_t seed, uint64_t offset, std::span<const std::by
   const std::byte* p = data.data();
   size_t n = data.size();
   uint64_t pos = offset;
-  auto partial = [&](size_t count) {
-    const uint64_t w = PatternWord(seed, pos / 8);
-    const bool same = std::memcmp(p, reinterpret_cast<const std::byte*>(&w) + pos % 8, count) == 0;
+  auto partial = [&](size_t count) {  // count < 8: a partial word at either end
+    std::byte want[8];
+    FillPattern(seed, pos, std::span<std::byte>(want, count));
+    const bool same = std::memcmp(p, want, count) == 0;
     p += count, pos += count, n -= count;
     return same;
   };
