@@ -78,7 +78,8 @@ DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
   DemotionBatchPtr batch(new DemotionBatch);
   batch->core = core_;
   batch->start = std::chrono::steady_clock::now();
-  core_->policy_->PickVictims(t, bytes, kMaxBatchObjects, &batch->victims);
+  core_->policy_->PickVictims(t, bytes, kMaxBatchObjects, &batch->victims,
+                              /*any_clean=*/core_->clean_copies_.load(std::memory_order_relaxed) != 0);
   for (Entry* e : batch->victims) {
     auto& shard = core_->index_.ShardFor(e->key());
     std::lock_guard<std::mutex> l(shard.mu);

@@ -59,7 +59,8 @@ void EvictionPolicy::MoveTo(Entry* e, int tier) {
   Insert(e, tier);
 }
 
-void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out) {
+void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out,
+                                 bool any_clean) {
   List& l = *lists_[tier];
   std::lock_guard<std::mutex> g(l.mu);
   uint64_t got = 0;
@@ -72,7 +73,7 @@ void EvictionPolicy::PickVictims(int tier, uint64_t bytes, size_t max_count, std
     ++n;
   };
   // Clean copies first (eviction_policy.h says why).
-  for (Entry* e = l.head.lru_prev; e != &l.head && got < bytes && n < max_count; e = e->lru_prev) {
+  for (Entry* e = l.head.lru_prev; any_clean && e != &l.head && got < bytes && n < max_count; e = e->lru_prev) {
     const uint8_t flags = e->flags.load(std::memory_order_relaxed);
     if ((flags & (Entry::kPicked | Entry::kReadAhead)) == 0 && (flags & Entry::kClean) != 0 && e->pins() == 0) {
       take(e);

@@ -55,7 +55,9 @@ class EvictionPolicy {
   // victim is a write now (the kernel reclaims clean pages first for the
   // same reason): a scan read back through a full host tier otherwise
   // pushed out, and wrote, the objects not yet read, then read them back.
-  void PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out);
+  // `any_clean` false (the engine holds no clean copy) skips that first walk,
+  // which would visit every entry of the list for nothing.
+  void PickVictims(int tier, uint64_t bytes, size_t max_count, std::vector<Entry*>* out, bool any_clean = true);
   static void Unpick(Entry* e) { e->flags.fetch_and(static_cast<uint8_t>(~Entry::kPicked), std::memory_order_relaxed); }
 
  private:

@@ -96,5 +96,10 @@ TEST_CASE("victims: clean copies go first, oldest first, whatever their second c
   const std::vector<Entry*> c = Pick(policy, 30);
   CHECK(c == std::vector<Entry*>{entries[1], entries[3], entries[4]});
   ReleasePicks(c);
+  // With no clean copy in the engine the first walk is skipped: CLOCK alone.
+  std::vector<Entry*> d;
+  policy.PickVictims(0, 10, 100, &d, /*any_clean=*/false);
+  CHECK(d == std::vector<Entry*>{entries[0]});
+  ReleasePicks(d);
   DestroyAll(policy, entries);
 }
