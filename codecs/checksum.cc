@@ -1,32 +1,75 @@
 // Checksum64: xxh3-64, the checksum of every record on disk (docs/format.md).
 //
-// The only includer of xxhash.h. xxh3 runs at memory bandwidth, so verifying
-// on every read costs little next to the I/O it protects.
+// The generic implementation is the xxhash library; where the CPU has AVX2
+// the one in checksum_avx2.cc runs instead (checksum_impl.h says why). Both
+// give the same values.
 #include <xxhash.h>
 
 #include <new>
 
+#include "codecs/checksum_impl.h"
 #include "codecs/codec.h"
 
 namespace spillway {
+namespace checksum_internal {
+namespace {
+
+uint64_t LibHash(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
+
+void* LibCreate(uint64_t seed) {
+  XXH3_state_t* s = XXH3_createState();
+  if (s != nullptr) XXH3_64bits_reset_withSeed(s, seed);
+  return s;
+}
+
+void LibUpdate(void* state, const void* data, size_t size) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
+}
+
+uint64_t LibDigest(const void* state) { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state)); }
+
+void LibDestroy(void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); }
+
+constexpr Impl kGeneric = {"generic", LibHash, LibCreate, LibUpdate, LibDigest, LibDestroy};
+
+bool CpuHasAvx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const Impl& Generic() { return kGeneric; }
+
+const Impl* Avx2() {
+  static const Impl* const impl = kAvx2Table != nullptr && CpuHasAvx2() ? kAvx2Table : nullptr;
+  return impl;
+}
+
+const Impl& Selected() {
+  static const Impl& impl = Avx2() != nullptr ? *Avx2() : Generic();
+  return impl;
+}
+
+}  // namespace checksum_internal
 
 uint64_t Checksum64(const void* data, size_t size, uint64_t seed) {
-  return XXH3_64bits_withSeed(data, size, seed);
+  return checksum_internal::Selected().hash(data, size, seed);
 }
 
-Checksum64Stream::Checksum64Stream(uint64_t seed) : state_(XXH3_createState()) {
+const char* Checksum64Implementation() { return checksum_internal::Selected().name; }
+
+Checksum64Stream::Checksum64Stream(uint64_t seed) : state_(checksum_internal::Selected().create(seed)) {
   if (state_ == nullptr) throw std::bad_alloc();  // like any other allocation failure
-  XXH3_64bits_reset_withSeed(static_cast<XXH3_state_t*>(state_), seed);
 }
 
-Checksum64Stream::~Checksum64Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+Checksum64Stream::~Checksum64Stream() { checksum_internal::Selected().destroy(state_); }
 
-void Checksum64Stream::Update(const void* data, size_t size) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, size);
-}
+void Checksum64Stream::Update(const void* data, size_t size) { checksum_internal::Selected().update(state_, data, size); }
 
-uint64_t Checksum64Stream::Digest() const {
-  return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_));
-}
+uint64_t Checksum64Stream::Digest() const { return checksum_internal::Selected().digest(state_); }
 
 }  // namespace spillway

@@ -104,6 +104,10 @@ StatusOr<EncodeResult> EncodeOrCopy(const Codec& codec, double min_savings,
 // xxh3-64 of `data`; the checksum of every record on disk.
 uint64_t Checksum64(const void* data, size_t size, uint64_t seed = 0);
 
+// Which build of xxh3 Checksum64 runs: "avx2" where the CPU has AVX2, else
+// "generic" (the xxhash library). Same values either way (checksum_impl.h).
+const char* Checksum64Implementation();
+
 // Checksum64 computed piecewise: Digest() equals Checksum64 of all Update()
 // bytes concatenated. Lets a writer hash each block right after copying it,
 // while it is still in cache, instead of reading the whole object again.
@@ -117,7 +121,7 @@ class Checksum64Stream {
   uint64_t Digest() const;
 
  private:
-  void* state_;  // XXH3_state_t, owned; opaque so xxhash.h stays in checksum.cc
+  void* state_;  // owned by the selected implementation (checksum_impl.h); opaque so xxhash.h stays in codecs/
 };
 
 }  // namespace spillway
