@@ -191,8 +191,10 @@ struct SpillRun {
   double single_read_bps = kNaN, single_read_s = 0;
   uint64_t single_read_objects = 0;
   // Of single_read_s, the seconds inside the file tier's I/O calls (the rest
-  // is the engine's own work: index, checksum, copy into the object's memory).
-  double single_read_io_s = 0;
+  // is the engine's own work: index, checksum, copy into the object's memory),
+  // and of those the seconds the tier spent on requests that had arrived
+  // (a streamed read checks and copies each piece inside the call).
+  double single_read_io_s = 0, single_read_verify_in_io_s = 0;
   // Where the time went, from a timing FileIo wrapper.
   std::string io_engine;
   double io_write_s = 0, io_read_s = 0, io_allocate_s = 0, io_sync_s = 0;  // summed over threads
