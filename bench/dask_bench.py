@@ -31,7 +31,7 @@ floor, the seconds those speeds need for the bytes spillway's workers wrote and 
     PYTHONPATH=build/python /usr/bin/python3 bench/dask_bench.py                       # full run
     ... --memory-limit 256MiB --scale 1.5 --repeat 1 --workloads array64m,inmemory   # a quick try
 
-Writes bench/results/dask-<date>.md (--out to change).
+Writes bench/results/dask-<date>-<HHMM>.md, a new file per run (--out to choose).
 Ratio = dask seconds / spillway seconds (> 1: spillway faster); a workload's seconds leave out its
 `release` phase (client.cancel; dask_workloads._release says why).
 """
@@ -485,6 +485,30 @@ def checks_match(a, b):
     return all(np.isclose(x, y, rtol=1e-6) for x, y in zip(a, b))
 
 
+def write_report(md, out, started, results=None):
+    """Writes the report to `out` (replaced if it exists), or by default to
+    a new dask-<date>-<HHMM>[-N].md under bench/results: the day's earlier
+    reports, often edited into sections by hand, are never replaced unless
+    named. Returns the path written."""
+    if out:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
+            f.write(md)
+        return out
+    results = results or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(results, exist_ok=True)
+    stem = os.path.join(results, f"dask-{started:%Y-%m-%d-%H%M}")
+    path, n = stem + ".md", 1
+    while True:
+        try:
+            with open(path, "x") as f:
+                f.write(md)
+            return path
+        except FileExistsError:
+            n += 1
+            path = f"{stem}-{n}.md"
+
+
 def main():
     from dask.utils import parse_bytes
 
@@ -512,7 +536,7 @@ def main():
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--dir", default=None, help="where workers spill (default: a new folder under /var/tmp)")
-    p.add_argument("--out", default=None, help="markdown report (default bench/results/dask-<date>.md)")
+    p.add_argument("--out", default=None, help="markdown report (default bench/results/dask-<date>-<HHMM>.md; an existing file is never replaced unless named here)")
     args = p.parse_args()
     args.memory_limit_bytes = parse_bytes(args.memory_limit)
     args.pause = False if args.pause.lower() == "false" else float(args.pause)
@@ -556,11 +580,7 @@ def main():
                 return 1
     md, table = render(args, runs, workloads, load_before, load(), started)
     print("\n" + table)
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"dask-{started:%Y-%m-%d}.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        f.write(md)
+    out = write_report(md, args.out, started)
     print(f"wrote {out}")
     return 0
 
