@@ -21,11 +21,35 @@ struct Options {
   std::string profile;
   double multiple = 4.0;
   uint64_t object_bytes = 1 << 20;
-  // Keys the read-back asks for ahead of the one it reads (Engine::Prefetch,
-  // one batch of reads per window), as a sequential consumer would. 0: one
-  // Get at a time, at queue depth one.
-  uint64_t read_ahead = 32;
+  // Bytes the read-back asks for ahead of the one it reads (Engine::Prefetch,
+  // one batch of reads per window of half of it), as a sequential consumer
+  // would; "auto": a quarter of the first host tier (where Prefetch puts
+  // what it reads), as the Dask store's read-ahead budget. "0": one Get at a
+  // time, at queue depth one. A byte budget, not a key count: 128 keys of
+  // 1 MiB ahead through a 256 MiB host tier evicted what had been read ahead
+  // before it was read, and the read-back ran at half speed.
+  std::string read_ahead = "auto";
 };
+
+// Keys per read-ahead window for `o.read_ahead` (0: no read-ahead).
+uint64_t ReadAheadKeys(const Options& o, const Config& cfg, uint64_t* budget_bytes) {
+  uint64_t budget = 0;
+  if (o.read_ahead == "auto") {
+    const TierConfig* host = nullptr;
+    for (const TierConfig& t : cfg.tiers) {
+      if (t.kind == TierKind::kHost) {
+        host = &t;
+        break;
+      }
+    }
+    budget = (host != nullptr ? host->capacity_bytes : cfg.tiers.front().capacity_bytes) / 4;
+  } else {
+    budget = std::stoull(o.read_ahead);  // bytes: SizeOrAuto rewrote the text
+  }
+  *budget_bytes = budget;
+  if (budget == 0) return 0;
+  return std::max<uint64_t>(1, budget / 2 / o.object_bytes);
+}
 
 int Run(const Options& o) {
   EngineOptions eo;
@@ -83,9 +107,11 @@ int Run(const Options& o) {
   std::printf("  wrote %s in %.2f s (%s/s)\n", HumanBytes(double(count * o.object_bytes)).c_str(), secs,
               HumanBytes(count * o.object_bytes / secs).c_str());
 
-  if (o.read_ahead > 0) {
-    std::printf("reading everything back, verifying every byte (read-ahead %llu keys)...\n",
-                static_cast<unsigned long long>(o.read_ahead));
+  uint64_t budget = 0;
+  const uint64_t window = ReadAheadKeys(o, cfg, &budget);
+  if (window > 0) {
+    std::printf("reading everything back, verifying every byte (read-ahead %s: windows of %llu keys)...\n",
+                HumanBytes(static_cast<double>(budget)).c_str(), static_cast<unsigned long long>(window));
   } else {
     std::printf("reading everything back, verifying every byte (one Get at a time)...\n");
   }
@@ -94,10 +120,10 @@ int Run(const Options& o) {
   Progress read_progress("reading");
   for (uint64_t i = 0; i < count; ++i) {
     read_progress.Update(static_cast<double>(i) / static_cast<double>(count));
-    if (o.read_ahead > 0 && i % o.read_ahead == 0) {
+    if (window > 0 && i % window == 0) {
       // The next window, one window ahead (the first call asks for two).
       std::vector<std::string> ahead;
-      for (uint64_t k = i == 0 ? 0 : i + o.read_ahead; k < std::min(count, i + 2 * o.read_ahead); ++k) {
+      for (uint64_t k = i == 0 ? 0 : i + window; k < std::min(count, i + 2 * window); ++k) {
         ahead.push_back("demo/" + std::to_string(k));
       }
       engine.Prefetch(ahead, Where::kHost);
@@ -135,9 +161,16 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--config,-c", o->config, "Tier-chain YAML file (default: examples/tiers.yaml, installed or in the source tree)");
   cmd->add_option("--profile", o->profile, "Profile to select");
   cmd->add_option("--multiple", o->multiple, "Workload size as a multiple of the first tier")->capture_default_str()->check(CLI::Range(0.01, 1000.0));
-  cmd->add_option("--read-ahead", o->read_ahead, "Keys the read-back prefetches ahead of the one it reads (0: none)")
+  cmd->add_option("--read-ahead", o->read_ahead,
+                  "Bytes the read-back prefetches ahead of the object it reads, in two windows (auto: a quarter of "
+                  "the first host tier; 0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(0ull, 65536ull));
+      ->transform(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "auto") return "";
+            return SizeArg()(text);
+          },
+          "SIZE|auto", "size or auto"));
   cmd->add_option("--object-bytes", o->object_bytes, "Size of each object (units allowed: 64KiB)")->capture_default_str()->transform(SizeArg())->check(CLI::Range(65ull, 1ull << 32));
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
