@@ -179,6 +179,33 @@ TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle run
   }
 }
 
+TEST_CASE("a reservation that takes the tier past its high watermark queues a demotion before the object is in") {
+  // The Put that reserves copies its object in afterwards (a long copy for a
+  // large object in memory the process never touched); the demotion of what
+  // the tier already holds runs meanwhile, not after the insert.
+  TempDir dir("mover");
+  ManualScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
+  for (int i = 0; i < 30; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  // 3000 KiB of 4096: under high (3686 KiB), nothing queued.
+  REQUIRE(sched.queued() == 0);
+  internal::Mover& mover = Core(*e).mover();
+  Tier& host = Core(*e).tier(0);
+  // A reservation that stays under high queues nothing...
+  REQUIRE(mover.MakeRoom(0, 500 << 10));
+  CHECK(sched.queued() == 0);
+  host.Unreserve(500 << 10);
+  // ...one that crosses it queues a batch at once, with nothing inserted yet.
+  REQUIRE(mover.MakeRoom(0, 900 << 10));
+  CHECK(host.AboveHigh());
+  CHECK(sched.queued() >= 1);
+  CHECK(mover.state(0).inflight_batches >= 1);
+  host.Unreserve(900 << 10);
+  REQUIRE(e->Flush().ok());
+  CHECK(sched.queued() == 0);
+  CHECK(e->Stats().tiers[0].objects + e->Stats().tiers[1].objects == 30);
+}
+
 TEST_CASE("WaitIdle returns when the only movable objects are pinned") {
   TempDir dir("mover");
   ManualScheduler sched;
