@@ -234,13 +234,12 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
   if (tier.TryReserve(bytes)) {
     // This reservation took the tier past its high watermark: start the
     // demotion now, while the caller copies its object in, not after its
-    // insert (below: the same for a caller that waited). The copy can be
-    // long: a spill of 64 MiB objects through a 128 MiB host tier whose
-    // memory the process had not touched spent 175 ms copying its second
-    // object (first touches in the development VM), and the first object's
-    // write ran during it instead of after it (timeline harness, 2026-12-05;
-    // in steady state, with the memory reused, both orders left the same
-    // 1.5 ms between objects).
+    // insert or at the next tick (below: the same for a caller that waited).
+    // The copy can be long: a spill of 64 MiB objects through a 128 MiB host
+    // tier whose memory the process had not touched spent 120-175 ms copying
+    // its second object (first touches in the development VM); the first
+    // object's write began at 130-165 ms with this wake, 173-178 ms without
+    // (bench/results/dev-2026-12-05-read-write-causes.md).
     const uint64_t used = tier.used_bytes();
     if (used > tier.HighBytes() && used - std::min(used, bytes) <= tier.HighBytes()) Wake();
     return true;
