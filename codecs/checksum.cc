@@ -14,23 +14,9 @@ namespace spillway {
 namespace checksum_internal {
 namespace {
 
-uint64_t LibHash(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
-
-void* LibCreate(uint64_t seed) {
-  XXH3_state_t* s = XXH3_createState();
-  if (s != nullptr) XXH3_64bits_reset_withSeed(s, seed);
-  return s;
-}
-
-void LibUpdate(void* state, const void* data, size_t size) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
-}
-
-uint64_t LibDigest(const void* state) { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state)); }
-
-void LibDestroy(void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); }
-
-constexpr Impl kGeneric = {"generic", LibHash, LibCreate, LibUpdate, LibDigest, LibDestroy};
+#define SPILLWAY_CHECKSUM_NAME "generic"
+#include "codecs/checksum_table.inc"
+#undef SPILLWAY_CHECKSUM_NAME
 
 bool CpuHasAvx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -42,7 +28,7 @@ bool CpuHasAvx2() {
 
 }  // namespace
 
-const Impl& Generic() { return kGeneric; }
+const Impl& Generic() { return kTable; }
 
 const Impl* Avx2() {
   static const Impl* const impl = kAvx2Table != nullptr && CpuHasAvx2() ? kAvx2Table : nullptr;

@@ -14,28 +14,12 @@
 
 namespace spillway::checksum_internal {
 namespace {
-
-uint64_t Hash(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
-
-void* Create(uint64_t seed) {
-  XXH3_state_t* s = XXH3_createState();
-  if (s != nullptr) XXH3_64bits_reset_withSeed(s, seed);
-  return s;
-}
-
-void Update(void* state, const void* data, size_t size) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(state), data, size);
-}
-
-uint64_t Digest(const void* state) { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state)); }
-
-void Destroy(void* state) { XXH3_freeState(static_cast<XXH3_state_t*>(state)); }
-
-constexpr Impl kImpl = {"avx2", Hash, Create, Update, Digest, Destroy};
-
+#define SPILLWAY_CHECKSUM_NAME "avx2"
+#include "codecs/checksum_table.inc"
+#undef SPILLWAY_CHECKSUM_NAME
 }  // namespace
 
-const Impl* const kAvx2Table = &kImpl;
+const Impl* const kAvx2Table = &kTable;
 
 }  // namespace spillway::checksum_internal
 
