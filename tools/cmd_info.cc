@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "codecs/codec.h"
 #include "config/fs_probe.h"
 #include "spillway/config_loader.h"
 #include "engine/stats_export.h"
@@ -94,6 +95,8 @@ json MachineInfo() {
   auto uring = MakeUringFileIo();
   m["io_uring"] = {{"available", uring.ok()}, {"reason", uring.ok() ? "" : uring.status().message()}};
   m["cuda"] = CudaInfo();
+  // Which build of xxh3 verifies records here (codecs/checksum_impl.h).
+  m["checksum"] = {{"algorithm", "xxh3-64"}, {"implementation", Checksum64Implementation()}};
   return m;
 }
 
@@ -136,6 +139,8 @@ void PrintMachine(const json& m) {
     std::printf("  io_uring     not available: %s (file tiers use pread/pwrite)\n",
                 u["reason"].get<std::string>().c_str());
   }
+  std::printf("  checksum     %s (%s)\n", m["checksum"]["algorithm"].get<std::string>().c_str(),
+              m["checksum"]["implementation"].get<std::string>().c_str());
   const json& c = m["cuda"];
   if (!c["built_with_cuda"].get<bool>()) {
     std::printf("  CUDA         not available in this build\n");

@@ -18,6 +18,10 @@ grep -Eq "io_uring +(available|not available: .+)" <<<"$out" || fail "io_uring l
 grep -q "pinned limit" <<<"$out" || fail "no pinned-memory limit"
 grep -q "CUDA" <<<"$out" || fail "no CUDA line"
 grep -q "memory .* total" <<<"$out" || fail "no physical memory"
+grep -Eq "checksum +xxh3-64 \((avx2|generic)\)" <<<"$out" || fail "no checksum line naming its implementation"
+if grep -q avx2 /proc/cpuinfo 2>/dev/null && [ "$(uname -m)" = x86_64 ]; then
+  grep -q "checksum .*(avx2)" <<<"$out" || fail "this CPU has AVX2 but the checksum is not the AVX2 build"
+fi
 
 cat >"$tmp/tiers.yaml" <<EOF
 version: 1
@@ -47,6 +51,7 @@ if command -v jq >/dev/null; then
   jq -e '.machine.io_uring.available | type == "boolean"' <<<"$json" >/dev/null || fail "json: io_uring"
   jq -e '.machine.memory_total_bytes > 0' <<<"$json" >/dev/null || fail "json: memory"
   jq -e '.machine.memlock_soft != null' <<<"$json" >/dev/null || fail "json: memlock"
+  jq -e '.machine.checksum.implementation | test("^(avx2|generic)$")' <<<"$json" >/dev/null || fail "json: checksum implementation"
   jq -e '.config.tiers | length == 2' <<<"$json" >/dev/null || fail "json: tiers"
   jq -e '.config.tiers[1].path_info[0].fs_free_bytes > 0' <<<"$json" >/dev/null || fail "json: free space"
   jq -e '.config.tiers[1].path_info[0].direct_io | type == "boolean"' <<<"$json" >/dev/null || fail "json: direct"
