@@ -195,6 +195,10 @@ struct SpillRun {
   // and of those the seconds the tier spent on requests that had arrived
   // (a streamed read checks and copies each piece inside the call).
   double single_read_io_s = 0, single_read_verify_in_io_s = 0;
+  // One thread, kReaders keys per Acquire (one submission of their records):
+  // bytes served / time inside Acquire. NaN where too few objects were left.
+  double batch_read_bps = kNaN;
+  uint64_t batch_read_objects = 0;
   // Where the time went, from a timing FileIo wrapper.
   std::string io_engine;
   double io_write_s = 0, io_read_s = 0, io_allocate_s = 0, io_sync_s = 0;  // summed over threads
