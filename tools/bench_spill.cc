@@ -1023,7 +1023,8 @@ void RunSpillSection(Context& ctx) {
            "that share; the rest is the engine's own work: index, checksum, the copy into the object's memory). Waiting "
            "on the disk: the time inside the I/O calls less what the file tier did there with requests that had "
            "arrived (a streamed read checks and copies each piece as it lands), beside the time fio psync took per "
-           "object's bytes at depth one in the same repetition. 1 thread, Acquire of " + std::to_string(kReaders) +
+           "object's bytes at depth one in the same repetition (a lower bound of the disk's time where a read's "
+           "pieces land one by one and their checks overlap the later ones: 64 MiB objects). 1 thread, Acquire of " + std::to_string(kReaders) +
            " keys: after the single reader, one thread Acquires the next objects " + std::to_string(kReaders) +
            " at a time (nothing promoted), so the file tier reads their records in one submission at depth " +
            std::to_string(kReaders) + ", fio's own pattern for the readers' reference; bytes / time inside "
