@@ -20,6 +20,9 @@ namespace {
 
 bool CpuHasAvx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // Safe before main too (a checksum in a static initializer): the CPU
+  // model is read here, not left to the runtime's own constructor.
+  __builtin_cpu_init();
   return __builtin_cpu_supports("avx2");
 #else
   return false;
