@@ -284,8 +284,20 @@ Status UringFileIo::Run(std::span<IoRequest> requests, uint32_t queue_depth, siz
         if (fatal(rc)) return abandon(rc);
         if (rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
       }
-      for (size_t i : arrived) {
-        if (first.ok()) completed(i);
+      for (size_t k = 0; k < arrived.size(); ++k) {
+        if (first.ok()) completed(arrived[k]);
+        // What that report freed (a slot of the caller's ring: max_ahead)
+        // goes out now, not after the round's last report: completions
+        // often land several at a time, and their reports take longer than
+        // the disk needs for the next request.
+        if (k + 1 < arrived.size() && done != nullptr && max_ahead > 0) {
+          fill();
+          if (queued > 0) {
+            rc = io_uring_submit(ring);
+            if (fatal(rc)) return abandon(rc);
+            if (rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
+          }
+        }
       }
       arrived.clear();
     }
