@@ -358,7 +358,9 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   const uint64_t left = r.file_objects > used_objects ? r.file_objects - used_objects : 0;
   const uint64_t nb = std::min<uint64_t>(left, std::max<uint64_t>(1, read_bytes / size)) / kReaders * kReaders;
   if (!failed && nb >= kReaders * kMinReadObjects) {
-    const uint64_t hitsb = TierNamed(engine->Stats(), "file") ? TierNamed(engine->Stats(), "file")->hits : 0;
+    stats = engine->Stats();
+    ft = TierNamed(stats, "file");
+    const uint64_t hitsb = ft ? ft->hits : 0;
     double acquire_s = 0;
     std::vector<std::string> keys(kReaders);
     for (uint64_t i = used_objects; i < used_objects + nb && r.error.empty(); i += kReaders) {
@@ -378,8 +380,9 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
         }
       }
     }
-    const TierStats* fb = TierNamed(engine->Stats(), "file");
-    const uint64_t served = (fb ? fb->hits : 0) - hitsb;
+    stats = engine->Stats();
+    ft = TierNamed(stats, "file");
+    const uint64_t served = (ft ? ft->hits : 0) - hitsb;
     r.batch_read_objects = nb;
     r.batch_read_bps = acquire_s > 0 ? static_cast<double>(served) * size / acquire_s : kNaN;
     if (served != nb && r.error.empty()) {
