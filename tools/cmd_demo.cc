@@ -44,7 +44,7 @@ uint64_t ReadAheadKeys(const Options& o, const Config& cfg, uint64_t* budget_byt
     }
     budget = (host != nullptr ? host->capacity_bytes : cfg.tiers.front().capacity_bytes) / 4;
   } else {
-    budget = std::stoull(o.read_ahead);  // bytes: SizeOrAuto rewrote the text
+    budget = std::stoull(o.read_ahead);  // bytes: the option's validator rewrote a size to them
   }
   *budget_bytes = budget;
   if (budget == 0) return 0;
