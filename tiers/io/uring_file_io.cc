@@ -276,27 +276,29 @@ Status UringFileIo::Run(std::span<IoRequest> requests, uint32_t queue_depth, siz
     }
     io_uring_cq_advance(ring, seen);
     if (!arrived.empty()) {
+      // Issues what the window allows now and submits it without waiting;
+      // the io_uring_submit result (fatal: the ring must be abandoned).
+      auto refill = [&] {
+        fill();
+        if (queued == 0) return 0;
+        const int r = io_uring_submit(ring);
+        if (r > 0) queued -= std::min(queued, static_cast<size_t>(r));
+        return r;
+      };
       // Keep the device busy while the caller works on what arrived: issue
       // what the window allows now, then report.
-      fill();
-      if (queued > 0) {
-        rc = io_uring_submit(ring);
-        if (fatal(rc)) return abandon(rc);
-        if (rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
-      }
+      rc = refill();
+      if (fatal(rc)) return abandon(rc);
       for (size_t k = 0; k < arrived.size(); ++k) {
         if (first.ok()) completed(arrived[k]);
         // What that report freed (a slot of the caller's ring: max_ahead)
         // goes out now, not after the round's last report: completions
         // often land several at a time, and their reports take longer than
-        // the disk needs for the next request.
-        if (k + 1 < arrived.size() && done != nullptr && max_ahead > 0) {
-          fill();
-          if (queued > 0) {
-            rc = io_uring_submit(ring);
-            if (fatal(rc)) return abandon(rc);
-            if (rc > 0) queued -= std::min(queued, static_cast<size_t>(rc));
-          }
+        // the disk needs for the next request. (`arrived` is only filled
+        // when there is a `done` to report to.)
+        if (k + 1 < arrived.size() && max_ahead > 0) {
+          rc = refill();
+          if (fatal(rc)) return abandon(rc);
         }
       }
       arrived.clear();
