@@ -195,6 +195,13 @@ struct SpillRun {
   // and of those the seconds the tier spent on requests that had arrived
   // (a streamed read checks and copies each piece inside the call).
   double single_read_io_s = 0, single_read_verify_in_io_s = 0;
+  // Between the single reader's Gets (not timed as theirs), `pread` of the
+  // same number of bytes from the file tier's own segment files, at random
+  // offsets aligned to the read size (the object's size, 1 MiB for larger
+  // objects: fio psync's pattern): a reference read in the same seconds as
+  // the Gets, which a disk that drifts between runs cannot skew.
+  // bytes / single_raw_s; NaN when the segment files could not be read.
+  double single_raw_bps = kNaN, single_raw_s = 0;
   // One thread, kReaders keys per Acquire (one submission of their records):
   // bytes served / time inside Acquire. NaN where too few objects were left.
   double batch_read_bps = kNaN;
