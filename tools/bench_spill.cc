@@ -12,9 +12,6 @@
 // throughput = raw bytes of the objects served from the file tier / wall time
 // of 4 reader threads Getting them (promote_on_read off), every object
 // compared byte for byte with its source.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -217,10 +214,10 @@ class TimedFileIo : public FileIoWrapper {
 // after another, each at a random offset aligned to `unit`, from what the
 // segment files of a file tier's directory hold (O_DIRECT, the POSIX
 // FileIo). Segments are preallocated whole, and reading space never written
-// costs no disk I/O, so only the files' data ranges are read: lseek's
-// SEEK_DATA / SEEK_HOLE, which report unwritten extents as holes on ext4 and
-// XFS (elsewhere the whole file counts as data). FileIo has no such call;
-// this is the benchmark's own look at the files, not the engine's.
+// costs no disk I/O, so only the files' data ranges are read
+// (FileIo::NextData / NextHole: lseek's SEEK_DATA / SEEK_HOLE, which report
+// unwritten extents as holes on ext4 and XFS; elsewhere the whole file
+// counts as data).
 class RawReader {
  public:
   RawReader(const std::string& dir, uint64_t unit) : io_(MakeFileIo(IoEngine::kPosix)), unit_(unit) {
@@ -230,29 +227,23 @@ class RawReader {
       OpenOptions oo;
       auto f = io_->Open(e.path().string(), oo);
       if (!f.ok()) continue;
-      if (!f->direct) {
-        (void)io_->Close(*f);
-        continue;
-      }
       handles_.push_back(*f);
-      const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      const off_t end = ::lseek(fd, 0, SEEK_END);
-      for (off_t at = 0; at < end;) {
-        const off_t data = ::lseek(fd, at, SEEK_DATA);
-        if (data < 0) break;
-        off_t hole = ::lseek(fd, data, SEEK_HOLE);
-        if (hole < 0) hole = end;
-        // Whole units inside [data, hole).
-        const uint64_t first = (static_cast<uint64_t>(data) + unit_ - 1) / unit_;
-        const uint64_t last = static_cast<uint64_t>(hole) / unit_;
+      auto end = io_->FileSize(*f);
+      if (!f->direct || !end.ok()) continue;
+      for (uint64_t at = 0; at < *end;) {
+        auto data = io_->NextData(*f, at);
+        if (!data.ok() || *data >= *end) break;
+        auto hole = io_->NextHole(*f, *data);
+        const uint64_t stop = hole.ok() ? *hole : *end;
+        if (stop <= *data) break;
+        // Whole units inside [data, stop).
+        const uint64_t first = (*data + unit_ - 1) / unit_, last = stop / unit_;
         if (last > first) {
           ranges_.push_back({handles_.size() - 1, first, last - first});
           units_ += last - first;
         }
-        at = hole;
+        at = stop;
       }
-      ::close(fd);
     }
     buf_.reset(AllocIoBuffer(unit_));
   }
@@ -358,6 +349,13 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   std::atomic<bool> failed{false};
   std::string first_error;
   std::mutex mu;
+  // Counts object `i` as bad unless `h` holds exactly its source's bytes.
+  auto check = [&](const Handle& h, uint64_t i) {
+    const auto want = pool.Slice(i, size);
+    if (h.size() != size || h.num_buffers() != 1 || std::memcmp(h.buffer(0).data(), want.data(), size) != 0) {
+      bad.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
   // Objects [begin, end) read by `threads` threads, each compared with its source.
   // `get_s` (non-null): the seconds spent inside Get, summed (the single
   // reader's figure: its comparison with its source runs between Gets and is
@@ -381,11 +379,7 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
             if (first_error.empty()) first_error = "get " + SpillKey(i) + ": " + h.status().ToString();
             return;
           }
-          const auto want = pool.Slice(i, size);
-          if (h->size() != size || h->num_buffers() != 1 ||
-              std::memcmp(h->buffer(0).data(), want.data(), size) != 0) {
-            bad.fetch_add(1, std::memory_order_relaxed);
-          }
+          check(*h, i);
           if (between) between();
         }
       });
@@ -471,13 +465,7 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
         r.error = "acquire " + keys[0] + "...: " + hs.status().ToString();
         break;
       }
-      for (int k = 0; k < kReaders; ++k) {
-        const Handle& h = (*hs)[k];
-        const auto want = pool.Slice(i + k, size);
-        if (h.size() != size || h.num_buffers() != 1 || std::memcmp(h.buffer(0).data(), want.data(), size) != 0) {
-          bad.fetch_add(1, std::memory_order_relaxed);
-        }
-      }
+      for (int k = 0; k < kReaders; ++k) check((*hs)[k], i + k);
     }
     stats = engine->Stats();
     ft = TierNamed(stats, "file");
@@ -800,14 +788,17 @@ void RunSpillSection(Context& ctx) {
   struct Window {
     uint64_t bytes = 0, align = 0;
   };
-  auto window_for = [&](uint64_t size) {
+  std::vector<Window> windows(ns);
+  {
     const auto codec = MakeCodec(CodecConfig{});
-    const uint64_t len = MaxRecordSize(SpillKey(0).size(), 1, size, *codec, CodecConfig{});
-    const uint64_t offset = 64 * kIoAlign + kIoAlign / 2;
-    uint64_t start = 0, end = 0;
-    ReadWindowBounds(offset, len, fine_align, &start, &end);
-    return Window{end - start, start % kIoAlign != 0 ? uint64_t{fine_align} : kIoAlign};
-  };
+    for (size_t s = 0; s < ns; ++s) {
+      const uint64_t len = MaxRecordSize(SpillKey(0).size(), 1, sizes[s], *codec, CodecConfig{});
+      const uint64_t offset = 64 * kIoAlign + kIoAlign / 2;
+      uint64_t start = 0, end = 0;
+      ReadWindowBounds(offset, len, fine_align, &start, &end);
+      windows[s] = {end - start, start % kIoAlign != 0 ? uint64_t{fine_align} : kIoAlign};
+    }
+  }
   std::vector<std::vector<double>> fio_r1w = wr;  // fio psync QD1 at the window, bytes/s of window bytes
   std::vector<std::string> cmd_r1w(ns);
   nlohmann::json runs = nlohmann::json::array();
@@ -877,7 +868,7 @@ void RunSpillSection(Context& ctx) {
           // diagnostic): the object's read window, at its alignment.
           FioResult win;
           if (size <= kMiB) {
-            const Window w = window_for(size);
+            const Window& w = windows[s];
             win = RunFio(fio_file, "randread", "psync", w.bytes, 1, total, single_bytes_for(size),
                          "--blockalign=" + std::to_string(w.align));
             cmd_r1w[s] = win.command;
@@ -1163,7 +1154,7 @@ void RunSpillSection(Context& ctx) {
     // the one above is not, the window (bytes beyond the object's, offsets
     // that are not the block size's multiples) makes the difference.
     if (sizes[s] <= kMiB) {
-      const Window w = window_for(sizes[s]);
+      const Window& w = windows[s];
       std::vector<double> fiow_us(reps, kNaN), wait_vs_w(reps);
       for (int r = 0; r < reps; ++r) {
         if (fio_r1w[s][r] > 0) fiow_us[r] = static_cast<double>(w.bytes) / fio_r1w[s][r] * 1e6;
