@@ -24,7 +24,8 @@ struct Options {
   // Bytes the read-back asks for ahead of the one it reads (Engine::Prefetch,
   // one batch of reads per window of half of it), as a sequential consumer
   // would; "auto": a quarter of the first host tier (where Prefetch puts
-  // what it reads), as the Dask store's read-ahead budget. "0": one Get at a
+  // what it reads; the Dask store's read-ahead takes a quarter of all host
+  // tiers, the same for a chain of one). "0": one Get at a
   // time, at queue depth one. A byte budget, not a key count: 128 keys of
   // 1 MiB ahead through a 256 MiB host tier evicted what had been read ahead
   // before it was read, and the read-back ran at half speed.
