@@ -104,7 +104,7 @@ struct FileTier::Slab {
 class FileTier::PieceBuffers {
  public:
   ~PieceBuffers() {
-    for (std::byte* b : free_) std::free(b);
+    for (std::byte* b : free_) FreeIoBuffer(b, kPieceBytes);
   }
   // A write's place in both queues: FilledAll() gives up its turn to fill
   // pieces (after its last Acquire), Retire() its turn at the disk (after
@@ -163,7 +163,7 @@ class FileTier::PieceBuffers {
       drop.swap(free_);
       made_ -= drop.size();
     }
-    for (std::byte* b : drop) std::free(b);
+    for (std::byte* b : drop) FreeIoBuffer(b, kPieceBytes);
   }
 
  private:
@@ -514,7 +514,7 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
   if (!st.ok()) return st.WithContext("file tier '" + name() + "': encoding");
   const uint64_t len = AlignUp(rec.size(), kIoAlign);
   // The header block: the record's first kIoAlign bytes, written last.
-  IoBuffer head(AllocIoBuffer(kIoAlign));
+  IoBuffer head(kIoAlign);
   if (!head) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
   std::memset(head.get(), 0, kIoAlign);
   rec.Next(std::span<std::byte>(head.get(), std::min<uint64_t>(kIoAlign, rec.size())));
@@ -641,7 +641,7 @@ Status FileTier::MarkErased(Segment& seg, const PendingFree& p) {
   loc.offset = p.offset;
   const uint64_t start = AlignDown(p.offset, kIoAlign);
   const uint64_t end = AlignUp(p.offset + kRecordHeaderSize, kIoAlign);
-  IoBuffer buf(AllocIoBuffer(end - start));
+  IoBuffer buf(end - start);
   if (!buf) return Status::NoSpace(Where(loc) + ": out of memory for an erase mark");
   std::lock_guard<std::mutex> l(seg.header_mu);
   SPILLWAY_RETURN_IF_ERROR(io_->Read(seg.file, start, buf.get(), end - start)
@@ -672,7 +672,7 @@ Status FileTier::EraseRange(const Segment& seg, uint64_t offset, uint64_t len) {
   if (st.code() != StatusCode::kNotSupported) return st;
   // No hole punching here: overwrite with zeros (offset and len are aligned).
   const uint64_t chunk = std::min<uint64_t>(len, 1ull << 20);
-  IoBuffer zeros(AllocIoBuffer(chunk));
+  IoBuffer zeros(chunk);
   if (!zeros) return Status::NoSpace("file tier '" + name() + "': out of memory for zeroing");
   std::memset(zeros.get(), 0, chunk);
   for (uint64_t done = 0; done < len; done += chunk) {

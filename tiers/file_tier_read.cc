@@ -94,7 +94,7 @@ Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow
     w->cached = read_buffers_.Take(w->end - w->start);
     w->data = w->cached.get();
   } else {
-    w->owned.reset(AllocIoBuffer(w->end - w->start));
+    w->owned = IoBuffer(w->end - w->start);
     w->data = w->owned.get();
   }
   if (w->data == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");

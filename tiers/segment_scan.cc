@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "codecs/codec.h"
+#include "tiers/io_buffer_cache.h"
 
 namespace spillway {
 namespace {
@@ -31,7 +32,7 @@ class Window {
     if (pos >= start_ && pos + len <= start_ + valid_) return buf_.get() + (pos - start_);
     valid_ = 0;
     if (!buf_) {
-      buf_.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlign, kWindow + kIoAlign)));
+      buf_ = IoBuffer(kWindow + kIoAlign);
       if (!buf_) {
         *st = Status::NoSpace("out of memory for a " + std::to_string(kWindow) + "-byte scan window");
         return nullptr;
@@ -72,13 +73,10 @@ class Window {
   }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   FileIo& io_;
   const FileHandle& f_;
   uint64_t size_;
-  std::unique_ptr<std::byte, Free> buf_;
+  IoBuffer buf_;
   uint64_t start_ = 0;
   uint64_t valid_ = 0;
 };

@@ -1,5 +1,7 @@
 // IoBufferCache: a file tier's shared I/O buffers are reused, at most `keep`
-// stay idle, Release frees them, and oversized requests are never kept.
+// (and `keep_bytes`) stay idle, Release frees them, and oversized requests
+// are never kept. IoBuffer: aligned, and in 2 MiB-aligned mappings from
+// kHugeIoBytes on.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -21,11 +23,11 @@ TEST_CASE("IoBufferCache: a buffer given back serves the next request of its siz
   }
   CHECK(cache.idle() == 1);
   {
-    auto l = cache.Take(1 << 20);  // smaller: the same buffer (rounded up to 3 MiB)
+    auto l = cache.Take(1 << 20);  // smaller: the same buffer (rounded up to 4 MiB)
     CHECK(l.get() == first);
     CHECK(cache.idle() == 0);
   }
-  auto big = cache.Take(4 << 20);  // larger than the idle one: a new buffer
+  auto big = cache.Take(5 << 20);  // larger than the idle one (4 MiB): a new buffer
   CHECK(big.get() != first);
   CHECK(cache.idle() == 1);
 }
@@ -64,4 +66,40 @@ TEST_CASE("IoBufferCache: requests above max_bytes are allocated and freed, neve
   CHECK(cache.idle() == 0);
   moved.Reset();
   CHECK(cache.idle() == 1);
+}
+
+TEST_CASE("IoBufferCache: idle buffers stay within keep_bytes, and a larger one replaces a smaller only within it") {
+  IoBufferCache cache(8, 16 << 20, 6 << 20);
+  {
+    std::vector<IoBufferCache::Lease> held;
+    for (int i = 0; i < 4; ++i) held.push_back(cache.Take(1 << 20));  // 2 MiB each
+  }
+  CHECK(cache.idle() == 3);  // 3 x 2 MiB: a fourth would pass 6 MiB
+  {
+    std::vector<IoBufferCache::Lease> held;
+    for (int i = 0; i < 3; ++i) held.push_back(cache.Take(2 << 20));  // the three kept
+    CHECK(cache.idle() == 0);
+    held.push_back(cache.Take(4 << 20));  // a new 4 MiB one
+  }
+  // Back: 2 + 2 + 2 fill the 6 MiB; the 4 MiB one may replace a 2 MiB one
+  // only if that stays within 6 MiB (4 + 2 + 2 = 8: it does not).
+  CHECK(cache.idle() == 3);
+  auto a = cache.Take(3 << 20);
+  CHECK(cache.idle() == 3);  // none of the kept serves 3 MiB: a new one
+}
+
+TEST_CASE("IoBuffer: kIoAlign-aligned, 2 MiB aligned from kHugeIoBytes on, usable to its last byte") {
+  for (uint64_t bytes : {uint64_t{1}, uint64_t{4096}, uint64_t{68} << 10, kHugeIoBytes - 4096, kHugeIoBytes,
+                         kHugeIoBytes + 4096, uint64_t{9} << 20}) {
+    IoBuffer b(bytes);
+    REQUIRE(b);
+    const auto at = reinterpret_cast<uintptr_t>(b.get());
+    CHECK(at % kIoAlign == 0);
+    if (bytes >= kHugeIoBytes) CHECK(at % kHugeIoBytes == 0);
+    b.get()[0] = std::byte{1};
+    b.get()[bytes - 1] = std::byte{2};
+    IoBuffer moved = std::move(b);
+    CHECK(!b);
+    CHECK(moved.get()[bytes - 1] == std::byte{2});
+  }
 }
