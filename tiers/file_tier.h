@@ -179,10 +179,13 @@ class FileTier : public Tier {
                       const Status& st);
   // A record at `offset` is on disk: fills its location, counts it live.
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
-  // file_tier_read.cc: a record's aligned read window and its requests
-  // (`cached_buffer`: into a buffer from read_buffers_, for a window that
-  // is decoded and let go at once); verifying and decoding it once read.
-  Status PrepareRead(const Location& loc, bool cached_buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
+  // file_tier_read.cc: a record's aligned read window and its requests, into
+  // `buffer` (the caller's, kIoAlign-aligned, at least ReadWindowBytes), else
+  // into a buffer from read_buffers_ (or, above its largest, one of its own);
+  // verifying and decoding it once read. ReadWindowBytes: the window's
+  // length (0 when its segment is missing: PrepareRead says so).
+  uint64_t ReadWindowBytes(const Location& loc) const;
+  Status PrepareRead(const Location& loc, std::byte* buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
   StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
                                std::span<const IoRequest> reqs);
   // A raw record read as several requests in flight, each piece verified and

@@ -27,13 +27,14 @@
 namespace spillway {
 namespace {
 
-// Windows read in one submission, at most: bounds the memory a batch of
-// large objects holds before it is decoded.
-constexpr uint64_t kMaxBatchWindowBytes = 64ull << 20;
 // A single read's window up to this size uses a buffer from the tier's
 // read-buffer cache (read_buffers_): a 1 MiB read into fresh memory spends
 // as long faulting the pages in as the disk takes to fill them. Also the
-// largest ring a streamed read uses.
+// largest ring a streamed read uses, and the most window bytes one batch
+// submission reads: its windows share one such buffer (LoadBatchImpl), in
+// 2 MiB pages like every cached buffer (io_buffer_cache.h), where each
+// window used to be an allocation of its own in 4 KiB pages. It bounds the
+// memory a batch of large objects holds before they are decoded.
 constexpr uint64_t kCachedReadLimit = 16ull << 20;
 
 // Raw records at least this long are read piece by piece (LoadStreamed).
@@ -85,12 +86,22 @@ struct FileTier::ReadWindow {
   size_t first_req = 0, num_reqs = 0;
 };
 
-Status FileTier::PrepareRead(const Location& loc, bool cached_buffer, ReadWindow* w,
+uint64_t FileTier::ReadWindowBytes(const Location& loc) const {
+  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  if (!seg) return 0;
+  uint64_t start = 0, end = 0;
+  ReadWindowBounds(loc.offset, loc.length, seg->file.read_align, &start, &end);
+  return end - start;
+}
+
+Status FileTier::PrepareRead(const Location& loc, std::byte* buffer, ReadWindow* w,
                              std::vector<IoRequest>* reqs) const {
   w->seg = FindSegment(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
-  if (cached_buffer && w->end - w->start <= kCachedReadLimit) {
+  if (buffer != nullptr) {
+    w->data = buffer;
+  } else if (w->end - w->start <= kCachedReadLimit) {
     w->cached = read_buffers_.Take(w->end - w->start);
     w->data = w->cached.get();
   } else {
@@ -261,7 +272,7 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   }
   ReadWindow w;
   std::vector<IoRequest> reqs;
-  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*cached_buffer=*/true, &w, &reqs));
+  SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*buffer=*/nullptr, &w, &reqs));
   // A large record is read as block_bytes requests, queue_depth in flight.
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
   if (!st.ok()) return st.WithContext(Where(loc));
@@ -285,29 +296,44 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
       ++i;
       continue;
     }
-    // One submission of windows up to kMaxBatchWindowBytes (at least one),
-    // up to the next record read streamed.
+    // One submission of windows up to kCachedReadLimit bytes (at least
+    // one), up to the next record read streamed, all in one buffer from
+    // read_buffers_, each window at a kIoAlign boundary in it. A window
+    // larger than that (a compressed record) is read alone into its own.
+    const size_t first = i;
+    uint64_t bytes = 0;
+    for (; i < locs.size() && !streamed(locs[i]); ++i) {
+      const uint64_t n = AlignUp(ReadWindowBytes(locs[i]), kIoAlign);
+      if (i > first && bytes + n > kCachedReadLimit) break;
+      bytes += n;
+    }
+    IoBufferCache::Lease shared;
+    if (bytes <= kCachedReadLimit) {
+      shared = read_buffers_.Take(bytes);
+      if (shared.get() == nullptr) {
+        for (size_t j = first; j < i; ++j) out[j] = Status::NoSpace(Where(locs[j]) + ": out of memory for read buffer");
+        continue;
+      }
+    }
     std::vector<ReadWindow> windows;
     std::vector<size_t> which;
     std::vector<IoRequest> reqs;
-    uint64_t bytes = 0;
-    for (; i < locs.size() && !streamed(locs[i]) && (windows.empty() || bytes + locs[i].length <= kMaxBatchWindowBytes);
-         ++i) {
+    uint64_t at = 0;
+    for (size_t j = first; j < i; ++j) {
       ReadWindow w;
-      Status st = PrepareRead(locs[i], /*cached_buffer=*/false, &w, &reqs);
+      Status st = PrepareRead(locs[j], shared.get() != nullptr ? shared.get() + at : nullptr, &w, &reqs);
       if (!st.ok()) {
-        out[i] = st;
+        out[j] = st;
         continue;
       }
-      bytes += w.end - w.start;
+      at += AlignUp(w.end - w.start, kIoAlign);
       windows.push_back(std::move(w));
-      which.push_back(i);
+      which.push_back(j);
     }
     if (windows.empty()) continue;
     // Each record is verified and decoded as soon as its window has arrived,
     // while the later windows are still on the disk (SubmitAndWaitEach), not
-    // after the whole submission. Its window goes then too: the batch holds
-    // its windows or its objects, about kMaxBatchWindowBytes, not both.
+    // after the whole submission.
     std::vector<size_t> window_of(reqs.size());
     std::vector<uint32_t> pending(windows.size());
     for (size_t k = 0; k < windows.size(); ++k) {

@@ -128,6 +128,7 @@ class IoBufferCache {
   // new one rounded up to whole 2 MiB pages, kHugeIoBytes); get() is null
   // when memory runs out.
   Lease Take(uint64_t bytes) {
+    bytes = std::max<uint64_t>(bytes, 1);
     Lease l;
     l.cache_ = this;
     {
