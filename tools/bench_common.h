@@ -202,6 +202,10 @@ struct SpillRun {
   // the Gets, which a disk that drifts between runs cannot skew.
   // bytes / single_raw_s; NaN when the segment files could not be read.
   double single_raw_bps = kNaN, single_raw_s = 0;
+  // After each of those reads (not in single_raw_s): reading one byte of
+  // every 64-byte line of the block just read, the least any consumer of
+  // the bytes pays (a Get's checksum is the first to read them). Seconds.
+  double single_touch_s = kNaN;
   // One thread, kReaders keys per Acquire (one submission of their records):
   // bytes served / time inside Acquire. NaN where too few objects were left.
   double batch_read_bps = kNaN;

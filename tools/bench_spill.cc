@@ -257,13 +257,23 @@ class RawReader {
     for (auto& h : handles_) (void)io_->Close(h);
   }
   bool ok() const { return units_ >= 2 && buf_; }
-  // False on a failed read.
-  bool Read(uint64_t bytes) {
+  // False on a failed read. `touch_s` (non-null): after each block arrives,
+  // one byte of each of its 64-byte lines is read, and the seconds that
+  // takes are added there (they are in this call's time too).
+  bool Read(uint64_t bytes, double* touch_s = nullptr) {
     for (uint64_t done = 0; done < bytes; done += unit_) {
       uint64_t pick = rng_() % units_;
       const Range* r = ranges_.data();
       while (pick >= r->units) pick -= (r++)->units;
       if (!io_->Read(handles_[r->file], (r->first + pick) * unit_, buf_.get(), unit_).ok()) return false;
+      if (touch_s != nullptr) {
+        const double t0 = Now();
+        unsigned char x = 0;
+        const auto* p = reinterpret_cast<const volatile unsigned char*>(buf_.get());
+        for (uint64_t i = 0; i < unit_; i += 64) x ^= p[i];
+        sink_ ^= x;
+        *touch_s += Now() - t0;
+      }
     }
     return true;
   }
@@ -280,6 +290,7 @@ class RawReader {
   uint64_t units_ = 0;
   IoBuffer buf_;
   std::mt19937_64 rng_{12345};
+  unsigned char sink_ = 0;  // keeps the touches
 };
 
 SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t size, uint64_t count,
@@ -415,17 +426,18 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
     // The same-seconds reference: after each Get, the same bytes read with
     // pread (POSIX FileIo, O_DIRECT) from the tier's segment files.
     RawReader raw(dir, std::min<uint64_t>(size, kMiB));
-    double raw_s = 0;
+    double raw_s = 0, touch_s = 0;
     bool raw_ok = raw.ok();
     read_range(n, n + n1, 1, &get_s, [&] {
       if (!raw_ok) return;
-      const double tr = Now();
-      raw_ok = raw.Read(size);
-      raw_s += Now() - tr;
+      const double tr = Now(), touched = touch_s;
+      raw_ok = raw.Read(size, &touch_s);
+      raw_s += Now() - tr - (touch_s - touched);
     });
     if (raw_ok && raw_s > 0) {
       r.single_raw_s = raw_s;
       r.single_raw_bps = static_cast<double>(n1) * size / raw_s;
+      r.single_touch_s = touch_s;
     }
     r.single_read_s = get_s;
     r.single_read_io_s = (io.read_ns.load() - io_ns0) / 1e9;
@@ -796,7 +808,7 @@ void RunSpillSection(Context& ctx) {
   std::string cmd_w, cmd_w64, cmd_wf, cmd_ps;
   std::vector<std::string> cmd_rr(read_bs.size()), cmd_r1(read_bs.size()), cmd_rj(read_bs.size());
   const size_t ns = sizes.size();
-  std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, get1_us = wr,
+  std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, get1_us = wr, touch1_us = wr,
                                    get1_io_us = wr, get1_wait_us = wr, rdb = wr, rd1raw = wr, pw = wr, pr = wr,
                                    erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr;
   // References per object size and repetition, each measured right before
@@ -984,6 +996,7 @@ void RunSpillSection(Context& ctx) {
           get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
           get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
           get1_wait_us[s][r] = (sr.single_read_io_s - sr.single_read_verify_in_io_s) / sr.single_read_objects * 1e6;
+          touch1_us[s][r] = sr.single_touch_s / sr.single_read_objects * 1e6;
         }
         put_alone[s][r] = PutAlone(ctx.pool, size, std::max<uint64_t>(1, std::min(count, diag_total / size)));
         runs.push_back({{"rep", r}, {"object_bytes", size}, {"order", order},
@@ -993,6 +1006,7 @@ void RunSpillSection(Context& ctx) {
                         {"single_read_io_s", sr.single_read_io_s},
                         {"single_read_verify_in_io_s", sr.single_read_verify_in_io_s},
                         {"single_raw_Bps", sr.single_raw_bps}, {"single_raw_s", sr.single_raw_s},
+                        {"single_touch_s", sr.single_touch_s},
                         {"batch_read_Bps", sr.batch_read_bps}, {"batch_read_objects", sr.batch_read_objects},
                         {"put_s", sr.put_s},
                         {"flush_s", sr.flush_s}, {"wall_s", sr.wall_s}, {"read_s", sr.read_s},
@@ -1247,6 +1261,21 @@ void RunSpillSection(Context& ctx) {
                                Median(fiow_us), Median(wait_vs_w), kNaN, Better::kLower, "", size_errors[s],
                                get1_wait_us[s]}, cmd_r1w[s]));
     }
+    // The first read of the bytes a read has just brought in (one byte of
+    // every 64-byte line of the reference's blocks, the same bytes per
+    // object), against the Get's time outside its wait on the disk: the
+    // share of the engine's own time that any reader of those bytes would
+    // pay, the checksum being the first to read them.
+    std::vector<double> outside_us(reps, kNaN), touch_share(reps);
+    for (int r = 0; r < reps; ++r) {
+      outside_us[r] = get1_us[s][r] - get1_wait_us[s][r];
+      touch_share[r] = Ratio(touch1_us[s][r], outside_us[r]);
+    }
+    rep.Add(Row{"spill.diag.touch1." + tag, 1,
+                "(diagnostic) 1 reader: reading the bytes just read once (a byte per 64-byte line), " + name +
+                    " objects",
+                Median(touch1_us[s]), "us", "the Get's time outside its wait on the disk", Median(outside_us),
+                Median(touch_share), kNaN, Better::kLower, "", size_errors[s], touch1_us[s]});
     rep.Add(Row{"spill.erase." + tag, 1, "Erase of a spilled " + name + " object, p50 latency", Median(erase_us[s]),
                 "us", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s], erase_us[s]});
     const double x = static_cast<double>(sizes[s]);

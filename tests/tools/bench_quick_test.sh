@@ -72,6 +72,7 @@ expected += ["spill.diag.read_jobs." + s for s in sizes]
 expected += ["spill.diag.get1_wait_window." + s for s in ("4KiB", "64KiB", "1MiB")]
 expected += ["spill.diag.read1_raw." + s for s in sizes]
 expected += ["spill.fileio.write_huge"] + ["spill.diag.write_huge." + s for s in sizes]
+expected += ["spill.diag.touch1." + s for s in sizes]
 expected += ["peer.write." + s for s in sizes]
 for d in ["float32", "int64", "text"]:
     for c in ["zstd1", "zstd3", "lz4"]:
