@@ -31,9 +31,10 @@ namespace spillway {
 // Free with FreeIoBuffer, given the same `bytes`.
 //
 // From kHugeIoBytes on, a mapping of its own, 2 MiB aligned and marked for
-// transparent huge pages (Blob::AllocateLargeHost): a direct request is
-// pinned and handed to the device page by page, and in 2 MiB pages it runs
-// faster. Measured on the development VM (virtio disk, THP "madvise",
+// transparent huge pages (Blob::AllocateLargeHost): a direct request into
+// or out of 2 MiB pages ran faster than the same request over 4 KiB pages
+// (the cost is per page the request spans; why was not measured further:
+// bench/results/dev-2026-12-05-huge-pages.md). Measured on the development VM (virtio disk, THP "madvise",
 // 2026-12-05): pread O_DIRECT of 1 MiB at random offsets 515-523 us into
 // 4 KiB pages against 356-361 us into a 2 MiB page, 256 KiB 157 against
 // 119-121 us; pwrite O_DIRECT of 1 MiB at depth one 2.20-3.07 against

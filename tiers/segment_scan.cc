@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "codecs/codec.h"
 #include "tiers/io_buffer_cache.h"
