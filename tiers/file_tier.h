@@ -179,12 +179,12 @@ class FileTier : public Tier {
                       const Status& st);
   // A record at `offset` is on disk: fills its location, counts it live.
   void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
-  // file_tier_read.cc: a record's aligned read window and its requests, into
-  // `buffer` (the caller's, kIoAlign-aligned, at least ReadWindowBytes), else
-  // into a buffer from read_buffers_ (or, above its largest, one of its own);
-  // verifying and decoding it once read. ReadWindowBytes: the window's
-  // length (0 when its segment is missing: PrepareRead says so).
-  uint64_t ReadWindowBytes(const Location& loc) const;
+  // file_tier_read.cc: a record's aligned read window (LocateRead: its
+  // segment and bounds), then its memory and requests (PrepareRead, on a
+  // located window: into `buffer`, the caller's, kIoAlign-aligned and at
+  // least the window's length, else into a buffer from read_buffers_ or,
+  // above its largest, one of its own); verifying and decoding it once read.
+  Status LocateRead(const Location& loc, ReadWindow* w) const;
   Status PrepareRead(const Location& loc, std::byte* buffer, ReadWindow* w, std::vector<IoRequest>* reqs) const;
   StatusOr<BlobPtr> FinishRead(const Location& loc, std::string_view key, const ReadWindow& w,
                                std::span<const IoRequest> reqs);

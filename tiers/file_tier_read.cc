@@ -86,19 +86,15 @@ struct FileTier::ReadWindow {
   size_t first_req = 0, num_reqs = 0;
 };
 
-uint64_t FileTier::ReadWindowBytes(const Location& loc) const {
-  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
-  if (!seg) return 0;
-  uint64_t start = 0, end = 0;
-  ReadWindowBounds(loc.offset, loc.length, seg->file.read_align, &start, &end);
-  return end - start;
+Status FileTier::LocateRead(const Location& loc, ReadWindow* w) const {
+  w->seg = FindSegment(loc.stripe, loc.segment);
+  if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
+  ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
+  return Status::OK();
 }
 
 Status FileTier::PrepareRead(const Location& loc, std::byte* buffer, ReadWindow* w,
                              std::vector<IoRequest>* reqs) const {
-  w->seg = FindSegment(loc.stripe, loc.segment);
-  if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
-  ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
   if (buffer != nullptr) {
     w->data = buffer;
   } else if (w->end - w->start <= kCachedReadLimit) {
@@ -272,6 +268,7 @@ StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) 
   }
   ReadWindow w;
   std::vector<IoRequest> reqs;
+  SPILLWAY_RETURN_IF_ERROR(LocateRead(loc, &w));
   SPILLWAY_RETURN_IF_ERROR(PrepareRead(loc, /*buffer=*/nullptr, &w, &reqs));
   // A large record is read as block_bytes requests, queue_depth in flight.
   Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
@@ -300,18 +297,28 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
     // one), up to the next record read streamed, all in one buffer from
     // read_buffers_, each window at a kIoAlign boundary in it. A window
     // larger than that (a compressed record) is read alone into its own.
-    const size_t first = i;
+    std::vector<ReadWindow> located;
+    std::vector<size_t> located_at;
     uint64_t bytes = 0;
     for (; i < locs.size() && !streamed(locs[i]); ++i) {
-      const uint64_t n = AlignUp(ReadWindowBytes(locs[i]), kIoAlign);
-      if (i > first && bytes + n > kCachedReadLimit) break;
+      ReadWindow w;
+      Status st = LocateRead(locs[i], &w);
+      if (!st.ok()) {
+        out[i] = st;
+        continue;
+      }
+      const uint64_t n = AlignUp(w.end - w.start, kIoAlign);
+      if (!located.empty() && bytes + n > kCachedReadLimit) break;
       bytes += n;
+      located.push_back(std::move(w));
+      located_at.push_back(i);
     }
+    if (located.empty()) continue;
     IoBufferCache::Lease shared;
     if (bytes <= kCachedReadLimit) {
       shared = read_buffers_.Take(bytes);
       if (shared.get() == nullptr) {
-        for (size_t j = first; j < i; ++j) out[j] = Status::NoSpace(Where(locs[j]) + ": out of memory for read buffer");
+        for (size_t j : located_at) out[j] = Status::NoSpace(Where(locs[j]) + ": out of memory for read buffer");
         continue;
       }
     }
@@ -319,8 +326,9 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
     std::vector<size_t> which;
     std::vector<IoRequest> reqs;
     uint64_t at = 0;
-    for (size_t j = first; j < i; ++j) {
-      ReadWindow w;
+    for (size_t k = 0; k < located.size(); ++k) {
+      const size_t j = located_at[k];
+      ReadWindow& w = located[k];
       Status st = PrepareRead(locs[j], shared.get() != nullptr ? shared.get() + at : nullptr, &w, &reqs);
       if (!st.ok()) {
         out[j] = st;
