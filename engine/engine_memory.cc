@@ -33,12 +33,20 @@ constexpr auto kTrimInterval = std::chrono::seconds(1);
 
 void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   process_memory_limit_.store(bytes, std::memory_order_relaxed);
-  if (bytes == 0) process_memory_excess_.store(0, std::memory_order_relaxed);
-  if (bytes != 0 && host_cache_) host_cache_->ReleaseCached();  // and keeps none from now on
+  if (bytes == 0) {
+    process_memory_excess_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (host_cache_) host_cache_->ReleaseCached();  // and keeps none from now on
   // Nor small blocks, process-wide: a process with a memory limit (a Dask
   // worker) is judged by its resident set.
-  if (bytes != 0) SmallBlockPool::SetKeeping(false);
-  if (bytes != 0 && mover_) mover_->Wake();
+  SmallBlockPool::SetKeeping(false);
+  // What is kept now goes now, so that the resident set the caller measures
+  // next is what the tiers hold, not idle I/O buffers that the first check
+  // above the limit would free instead of demoting.
+  for (auto& each : tiers_) each->ReleaseCachedMemory();
+  TrimProcessHeap();
+  if (mover_) mover_->Wake();
 }
 
 bool EngineCore::YieldsToProcessMemory(size_t i) const {
@@ -53,17 +61,22 @@ bool EngineCore::YieldsToProcessMemory(size_t i) const {
 uint64_t EngineCore::ResidentBytes(uint64_t limit) {
   uint64_t rss = ProcessResidentBytes();
   if (rss > limit) {
+    // The file tiers keep idle I/O buffers for reuse (up to tens of MiB of
+    // slab and read buffers): while they count, every demotion's slab
+    // buffer would keep the resident set up and the mover would demote
+    // that much more data instead. Unmapping them costs a page fault per
+    // 2 MiB when they are needed again, less than writing and reading
+    // back the data.
+    for (auto& each : tiers_) each->ReleaseCachedMemory();
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now().time_since_epoch()).count();
     int64_t last = last_heap_trim_ns_.load(std::memory_order_relaxed);
     if (now - last >= std::chrono::duration_cast<std::chrono::nanoseconds>(kTrimInterval).count() &&
         last_heap_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-      // What earlier demotions freed may still sit in the allocator, and
-      // the file tiers keep idle I/O buffers for reuse.
-      for (auto& each : tiers_) each->ReleaseCachedMemory();
+      // What earlier demotions freed may still sit in the allocator.
       TrimProcessHeap();
-      rss = ProcessResidentBytes();
     }
+    rss = ProcessResidentBytes();
   }
   const uint64_t configured = process_memory_limit_.load(std::memory_order_relaxed);
   process_memory_excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);

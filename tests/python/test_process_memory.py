@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("distributed", reason="python3-distributed is not installed")
 
-from spillway import dask_preload  # noqa: E402
+from spillway import _spillway, dask_preload  # noqa: E402
 from spillway.dask import SpillwayStore  # noqa: E402
 
-from conftest import MiB, chain, fake_worker  # noqa: E402
+from conftest import MiB, chain, fake_worker, settle  # noqa: E402
 
 
 def resident_bytes():
@@ -99,7 +99,20 @@ def test_setitem_starts_demotions_and_a_spilled_read_waits_for_room(tmp_path):
         spilled = sorted(k for k in s.slow if k.startswith("x"))
         assert spilled
         key = spilled[0]
-        s.set_process_memory_limit(resident_bytes() - MiB)  # no room for the 2 MiB about to be read
+        # Values the read can push out, whatever the demotions above took (all of them where the
+        # adopted arrays were released late: on a loaded machine); no limit meanwhile.
+        s.set_process_memory_limit(0)
+        for i in range(4):
+            s[f"z{i}"] = np.full(MiB // 8 * 2, 100 + i, dtype=np.float64)
+        s.engine.flush()
+        assert settle(lambda: _spillway._pending_releases() == 0)
+        # Setting a limit frees the idle I/O buffers the demotions left (else the read's check
+        # above the limit might free them instead of demoting): set one out of reach first, so
+        # that the resident set measured next is what the tiers hold. The process fits under the
+        # new limit, so the mover has nothing to do on its own, but not with the 2 MiB about to
+        # be read.
+        s.set_process_memory_limit(1 << 50)
+        s.set_process_memory_limit(resident_bytes() + MiB)
         before = s.stats()
         value = s[key]
         after = s.stats()
@@ -107,3 +120,4 @@ def test_setitem_starts_demotions_and_a_spilled_read_waits_for_room(tmp_path):
         assert after["store"]["relieve_calls"] == before["store"]["relieve_calls"] + 1
         assert after["summary"]["demotions"] >= before["summary"]["demotions"] + 1  # before the read returned
         assert (s["y"] == 99).all()
+        assert all((s[f"z{i}"] == 100 + i).all() for i in range(4))
