@@ -328,6 +328,7 @@ StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
   opts.exclusive = true;
   opts.write = true;
   opts.try_direct = config().io.direct;
+  opts.lock = true;  // held while this engine may have writes to it in flight (FileTier::Recover)
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const uint32_t id = s.next_id++;
     auto f = io_->Open(s.dir + "/" + Segment::FileName(id), opts);

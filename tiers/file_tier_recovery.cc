@@ -70,6 +70,12 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       OpenOptions opts;
       opts.write = true;
       opts.try_direct = config().io.direct;
+      // The segment's last writer may have been killed with writes to it
+      // still in flight: they land after it is gone, and would make a record
+      // this scan found torn whole again later (a version that comes back
+      // after another was served). Its lock on the file lasts until they
+      // have landed; wait for it.
+      opts.lock = true;
       auto f = io_->Open(path, opts);
       if (!f.ok()) return f.status().WithContext("file tier '" + name() + "': recovering");
       auto seg = std::make_shared<Segment>();

@@ -12,9 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 namespace spillway::io_internal {
 
@@ -115,6 +117,29 @@ Status TransferBlocking(IoRequest& r) {
   return Status::OK();
 }
 
+namespace {
+
+// OpenOptions::lock: flock on `fd`'s open file, waiting while an earlier
+// holder (a dead process's writes still in flight) keeps it.
+Status LockOpenFile(int fd, const std::string& path, uint32_t wait_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  auto pause = std::chrono::microseconds(100);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Status::FromErrno(errno, Quoted("flock", path));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Busy(Quoted("lock", path) + ": still held after " + std::to_string(wait_ms) +
+                          " ms by another open of the file (another engine, a process that inherited it, or one "
+                          "that died with writes to it still in flight)");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOptions& opts) {
   int flags = O_CLOEXEC | O_NOFOLLOW | (opts.write ? O_RDWR : O_RDONLY);
   if (opts.create) flags |= O_CREAT;
@@ -131,6 +156,7 @@ StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOption
   auto file = std::make_shared<PosixFile>(fd);
   h.object = file;
   h.path = path;
+  if (opts.lock) SPILLWAY_RETURN_IF_ERROR(LockOpenFile(fd, path, opts.lock_wait_ms));  // ~PosixFile closes fd
   if (opts.try_direct) {
     // O_DIRECT is switched on after open rather than passed to open(): an
     // exclusive create on a filesystem that refuses O_DIRECT would otherwise
