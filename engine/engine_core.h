@@ -104,10 +104,9 @@ class EngineCore final : public Engine {
   // Whether tier i demotes for process memory: a host tier over one that
   // stores bytes, outside the pinned pool.
   bool YieldsToProcessMemory(size_t i) const;
-  // This process's resident bytes; while they are above `limit`, measured
-  // again after the tiers release their cached memory (and, at most once a
-  // second, the heap is trimmed). Records the excess over
-  // SetProcessMemoryLimit for Stats.
+  // This process's resident bytes; while they are above `limit`, at most
+  // once a second, measured again after releasing cached memory. Records
+  // the excess over SetProcessMemoryLimit for Stats.
   uint64_t ResidentBytes(uint64_t limit);
 
   static constexpr int kMaxTiers = 16;

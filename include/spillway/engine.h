@@ -209,11 +209,11 @@ class Engine {
   // from the worker's memory limit (python/spillway/dask_preload.py). A host
   // tier in the pinned pool (pinned: true with a GPU) does not yield: the
   // pool's slabs stay pinned whatever they hold, so demoting frees nothing.
-  // Measured every 100 ms by the background mover and at each Flush; at
-  // every measure above it the file tiers free their idle I/O buffers
-  // (Tier::ReleaseCachedMemory), and at most once a second freed heap memory
-  // is handed back to the kernel (malloc_trim). Setting a limit frees those
-  // buffers and trims the heap at once; from then on freed host memory is no longer
+  // Measured every 100 ms by the background mover and at each Flush; while
+  // above it, at most once a second, the file tiers free their idle I/O
+  // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
+  // to the kernel (malloc_trim). Setting a limit frees those buffers and
+  // trims the heap at once; from then on freed host memory is no longer
   // kept for reuse, in this engine's block cache nor in the process-wide
   // pool of small blocks (tiers/small_block_pool.h).
   // (engine/engine_memory.cc)

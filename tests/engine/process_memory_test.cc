@@ -118,10 +118,10 @@ TEST_CASE("a process memory limit leaves a host tier over another memory tier al
   CHECK(HostUsed(e) == 16 * kMiB);
 }
 
-TEST_CASE("setting a limit, and every check above it, frees the file tier's idle I/O buffers") {
+TEST_CASE("setting a limit frees the file tier's idle I/O buffers at once, and a check above it once a second") {
   TempDir dir("procmem");
   Config c = HostFileChain(dir.path(), 16 * kMiB, 1024 * kMiB);
-  c.policy.promote_on_read = false;
+  c.policy.promote_on_read = false;  // reads leave nothing in the host tier to demote
   auto opened = Engine::Open(c);
   REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
   Engine& e = **opened;
@@ -133,30 +133,33 @@ TEST_CASE("setting a limit, and every check above it, frees the file tier's idle
     REQUIRE(h.ok());
     CHECK(HandleEquals(*h, Bytes(kMiB, i)));
   };
-  read_back(0);
-  REQUIRE(file.idle_io_buffers() > 0);  // slab and read buffers kept for reuse
-  const uint64_t demoted = e.Stats().tiers[0].demotions_out;  // 48 or more: 64 MiB into 16
+  // A limit far above the process, and every object moved down (a check
+  // asking room for nearly the whole limit), so that no demotion's slab
+  // buffer is left idle below.
+  constexpr uint64_t kFar = uint64_t{1} << 50;
+  e.SetProcessMemoryLimit(kFar);
+  CHECK_FALSE(e.RelieveMemory(kFar - 1, /*wait=*/true));
+  REQUIRE(e.Flush().ok());
+  REQUIRE(HostUsed(e) == 0);
+  const uint64_t demoted = e.Stats().tiers[0].demotions_out;
 
-  // A limit far above the process: nothing to demote, but what is kept idle
-  // goes at once, so the resident set the caller measures next is the data.
-  e.SetProcessMemoryLimit(uint64_t{1} << 50);
+  // Setting a limit: what is kept idle goes at once, so the resident set the
+  // caller measures next is the data.
+  read_back(0);
+  REQUIRE(file.idle_io_buffers() > 0);
+  e.SetProcessMemoryLimit(kFar);
+  CHECK(file.idle_io_buffers() == 0);
+
+  // Below the limit the buffers stay for reuse, whatever the mover's ticks.
+  read_back(1);
+  REQUIRE(file.idle_io_buffers() > 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // and the last release a second ago
+  CHECK(file.idle_io_buffers() > 0);
+  // Above it they go at the first check.
+  CHECK_FALSE(e.RelieveMemory(kFar - 1, /*wait=*/false));
   CHECK(file.idle_io_buffers() == 0);
   CHECK(e.Stats().tiers[0].demotions_out == demoted);
 
-  // Above the limit the buffers go at every check, not once a second (the
-  // heap trim's pace): two checks 0 ms apart each find the buffer a read
-  // left and free it. Each check asks for room for nearly the whole limit;
-  // the first (waiting) moves the host tier's contents down, and reads do
-  // not promote, so that no demotion's slab buffer is left idle meanwhile.
-  CHECK_FALSE(e.RelieveMemory((uint64_t{1} << 50) - 1, /*wait=*/true));
-  REQUIRE(e.Flush().ok());
-  REQUIRE(HostUsed(e) == 0);
-  for (int round = 1; round <= 2; ++round) {
-    read_back(round);
-    REQUIRE(file.idle_io_buffers() > 0);
-    CHECK_FALSE(e.RelieveMemory((uint64_t{1} << 50) - 1, /*wait=*/false));
-    CHECK(file.idle_io_buffers() == 0);
-  }
   e.SetProcessMemoryLimit(0);
   REQUIRE(e.Flush().ok());
   for (int i = 0; i < 64; ++i) read_back(i);
