@@ -17,6 +17,10 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace spillway {
 
@@ -26,7 +30,7 @@ constexpr uint64_t kPage = 4096;
 uint64_t MappedBytes(uint64_t size) { return (size + kPage - 1) & ~(kPage - 1); }
 }  // namespace
 
-std::byte* Blob::AllocateLargeHost(uint64_t size) {
+std::byte* Blob::AllocateLargeHost(uint64_t size, bool huge_pages) {
   const uint64_t len = MappedBytes(size);
   // Map 2 MiB more than needed, then unmap what lies outside the aligned part.
   void* m = mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -40,8 +44,59 @@ std::byte* Blob::AllocateLargeHost(uint64_t size) {
   // only on 2 MiB ranges that lie wholly inside it, and the tail past the
   // last whole 2 MiB keeps small pages. Only a hint: where THP is off
   // ("never") every page stays 4 KiB.
-  (void)madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);
+  if (huge_pages) (void)madvise(reinterpret_cast<void*>(start), len, MADV_HUGEPAGE);
   return reinterpret_cast<std::byte*>(start);
+}
+
+namespace {
+
+// Whether a virtio balloon device offers free page reporting
+// (VIRTIO_BALLOON_F_REPORTING, feature bit 5): its `features` file lists the
+// negotiated bits as '0'/'1' from bit 0.
+bool BalloonReportsFreePages(std::string* device) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/bus/virtio/devices", ec)) {
+    std::ifstream id(entry.path() / "device");
+    std::string kind;
+    if (!(id >> kind) || kind != "0x0005") continue;  // VIRTIO_ID_BALLOON
+    std::ifstream f(entry.path() / "features");
+    std::string bits;
+    if (f >> bits && bits.size() > 5 && bits[5] == '1') {
+      *device = entry.path().filename().string();
+      return true;
+    }
+  }
+  return false;
+}
+
+Blob::HugePagePolicy DecideHugePages() {
+  Blob::HugePagePolicy p;
+  const char* env = std::getenv("SPILLWAY_HUGE_PAGES");
+  const std::string want = env != nullptr ? env : "";
+  if (want == "always" || want == "never") {
+    p.enabled = want == "always";
+    p.reason = "SPILLWAY_HUGE_PAGES=" + want;
+    return p;
+  }
+  if (!want.empty() && want != "auto") {
+    p.reason = "SPILLWAY_HUGE_PAGES='" + want + "' ignored (always, never or auto); ";
+  }
+  std::string device;
+  if (BalloonReportsFreePages(&device)) {
+    p.enabled = false;
+    p.reason += "virtio balloon " + device +
+                " reports free pages to the hypervisor: a 2 MiB page free for 2 s costs its whole fault again";
+    return p;
+  }
+  p.reason += "no free page reporting found";
+  return p;
+}
+
+}  // namespace
+
+const Blob::HugePagePolicy& Blob::ObjectHugePages() {
+  static const HugePagePolicy policy = DecideHugePages();
+  return policy;
 }
 
 void Blob::FreeLargeHost(std::byte* p, uint64_t size) {

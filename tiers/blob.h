@@ -19,6 +19,7 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tiers/small_block_pool.h"
@@ -69,7 +70,7 @@ class Blob {
   // without the C library's arena lock), from kHugePageMinBytes a mapping of
   // its own, aligned_alloc between.
   static std::byte* AllocateHost(uint64_t size) {
-    if (size >= kHugePageMinBytes) return AllocateLargeHost(size);
+    if (size >= kHugePageMinBytes) return AllocateLargeHost(size, ObjectHugePages().enabled);
     if (size <= SmallBlockPool::kMaxBytes) return SmallBlockPool::Allocate(size);
     size_t n = (size + 63) & ~size_t{63};
     return static_cast<std::byte*>(std::aligned_alloc(64, n));
@@ -85,14 +86,32 @@ class Blob {
     }
   }
   // From this size on, AllocateHost maps memory of its own, 2 MiB aligned and
-  // marked for transparent huge pages (blob.cc): a fresh 64 MiB buffer
-  // otherwise takes 16384 page faults to fill, measured at 47 ms against
-  // 20 ms with 2 MiB pages for the fill and 4.6 ms against 0.4 ms for the
-  // free (development VM), more than the copy itself.
+  // (ObjectHugePages) marked for transparent huge pages (blob.cc): a fresh
+  // 64 MiB buffer otherwise takes 16384 page faults to fill, measured at
+  // 47 ms against 20 ms with 2 MiB pages for the fill and 4.6 ms against
+  // 0.4 ms for the free (development VM), more than the copy itself.
   static constexpr uint64_t kHugePageMinBytes = 4ull << 20;
   // Null when out of memory (or out of mappings: vm.max_map_count).
-  static std::byte* AllocateLargeHost(uint64_t size);
+  // `huge_pages`: marked MADV_HUGEPAGE (I/O buffers always are).
+  static std::byte* AllocateLargeHost(uint64_t size, bool huge_pages = true);
   static void FreeLargeHost(std::byte* p, uint64_t size);
+  // Whether objects' large allocations get transparent huge pages, and why.
+  // Not where the kernel hands free 2 MiB blocks back to a hypervisor (a
+  // virtio balloon with free page reporting, VIRTIO_BALLOON_F_REPORTING):
+  // a block free for 2 s or more is reported and discarded, and touching it
+  // again costs the host's fault of all of it. Development VM: 64 MiB in
+  // 2 MiB pages filled in 9.7-10.5 ms when freed up to 1 s before, 350-843
+  // ms when freed 2-5 s before; in 4 KiB pages in 28-42 ms either way; a
+  // 2 GiB spill of 64 MiB objects at 0.75-0.99 against 1.91-2.50 GB/s
+  // (bench/results/dev-2026-12-05-page-reporting.md). Elsewhere (the H200
+  // machine: 128 MiB filled in 20-28 ms with 2 MiB pages, 59-74 ms with
+  // 4 KiB) they do. SPILLWAY_HUGE_PAGES=always|never overrides; decided once
+  // per process.
+  struct HugePagePolicy {
+    bool enabled = true;
+    std::string reason;
+  };
+  static const HugePagePolicy& ObjectHugePages();
   // A host Blob of `size` (<= kInlineMaxBytes) uninitialised bytes sharing one
   // allocation with its control block; null when out of memory.
   static std::shared_ptr<Blob> NewInlineHost(uint64_t size, std::vector<uint64_t> buffer_sizes);

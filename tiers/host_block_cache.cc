@@ -23,7 +23,9 @@ uint64_t HostBlockCache::ClassBytes(uint64_t bytes) {
 }
 
 std::byte* HostBlockCache::AllocateBlock(uint64_t class_bytes) {
-  if (class_bytes >= Blob::kHugePageMinBytes) return Blob::AllocateLargeHost(class_bytes);
+  if (class_bytes >= Blob::kHugePageMinBytes) {
+    return Blob::AllocateLargeHost(class_bytes, Blob::ObjectHugePages().enabled);
+  }
   return static_cast<std::byte*>(std::aligned_alloc(64, class_bytes));
 }
 

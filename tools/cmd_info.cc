@@ -17,6 +17,7 @@
 #include "config/fs_probe.h"
 #include "spillway/config_loader.h"
 #include "engine/stats_export.h"
+#include "tiers/blob.h"
 #include "tiers/cuda_runtime.h"
 #include "spillway/file_io.h"
 #include "tools/command.h"
@@ -94,6 +95,9 @@ json MachineInfo() {
   }
   auto uring = MakeUringFileIo();
   m["io_uring"] = {{"available", uring.ok()}, {"reason", uring.ok() ? "" : uring.status().message()}};
+  // Whether objects' large host allocations get 2 MiB pages (tiers/blob.h).
+  const Blob::HugePagePolicy& huge = Blob::ObjectHugePages();
+  m["huge_pages"] = {{"objects", huge.enabled}, {"reason", huge.reason}};
   m["cuda"] = CudaInfo();
   // Which build of xxh3 verifies records here (codecs/checksum_impl.h).
   m["checksum"] = {{"algorithm", "xxh3-64"}, {"implementation", Checksum64Implementation()}};
@@ -139,6 +143,8 @@ void PrintMachine(const json& m) {
     std::printf("  io_uring     not available: %s (file tiers use pread/pwrite)\n",
                 u["reason"].get<std::string>().c_str());
   }
+  std::printf("  huge pages   %s for objects: %s\n", m["huge_pages"]["objects"].get<bool>() ? "yes" : "no",
+              m["huge_pages"]["reason"].get<std::string>().c_str());
   std::printf("  checksum     %s (%s)\n", m["checksum"]["algorithm"].get<std::string>().c_str(),
               m["checksum"]["implementation"].get<std::string>().c_str());
   const json& c = m["cuda"];

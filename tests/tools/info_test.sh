@@ -23,6 +23,27 @@ if grep -q avx2 /proc/cpuinfo 2>/dev/null && [ "$(uname -m)" = x86_64 ]; then
   grep -q "checksum .*(avx2)" <<<"$out" || fail "this CPU has AVX2 but the checksum is not the AVX2 build"
 fi
 
+# Objects' 2 MiB pages: the environment decides when it says so, else
+# whether a virtio balloon reports free pages (feature bit 5).
+grep -Eq "huge pages +(yes|no) for objects: .+" <<<"$out" || fail "no huge-page line"
+reporting=no
+for d in /sys/bus/virtio/devices/*; do
+  [ "$(cat "$d/device" 2>/dev/null)" = 0x0005 ] && [ "$(cut -c6 "$d/features" 2>/dev/null)" = 1 ] && reporting=yes
+done
+if [ "$reporting" = yes ]; then
+  grep -q "huge pages   no for objects: virtio balloon .* reports free pages" <<<"$out" ||
+    fail "a balloon here reports free pages, but objects still get huge pages"
+else
+  grep -q "huge pages   yes for objects: no free page reporting found" <<<"$out" ||
+    fail "no balloon reports free pages here, but objects do not get huge pages"
+fi
+SPILLWAY_HUGE_PAGES=always "$cli" info | grep -q "huge pages   yes for objects: SPILLWAY_HUGE_PAGES=always" ||
+  fail "SPILLWAY_HUGE_PAGES=always not honoured"
+SPILLWAY_HUGE_PAGES=never "$cli" info | grep -q "huge pages   no for objects: SPILLWAY_HUGE_PAGES=never" ||
+  fail "SPILLWAY_HUGE_PAGES=never not honoured"
+SPILLWAY_HUGE_PAGES=sometimes "$cli" info | grep -q "for objects: SPILLWAY_HUGE_PAGES='sometimes' ignored" ||
+  fail "a bad SPILLWAY_HUGE_PAGES is not named"
+
 cat >"$tmp/tiers.yaml" <<EOF
 version: 1
 tiers:
@@ -51,6 +72,7 @@ if command -v jq >/dev/null; then
   jq -e '.machine.io_uring.available | type == "boolean"' <<<"$json" >/dev/null || fail "json: io_uring"
   jq -e '.machine.memory_total_bytes > 0' <<<"$json" >/dev/null || fail "json: memory"
   jq -e '.machine.memlock_soft != null' <<<"$json" >/dev/null || fail "json: memlock"
+  jq -e '.machine.huge_pages.objects | type == "boolean"' <<<"$json" >/dev/null || fail "json: huge pages"
   jq -e '.machine.checksum.implementation | test("^(avx2|generic)$")' <<<"$json" >/dev/null || fail "json: checksum implementation"
   jq -e '.config.tiers | length == 2' <<<"$json" >/dev/null || fail "json: tiers"
   jq -e '.config.tiers[1].path_info[0].fs_free_bytes > 0' <<<"$json" >/dev/null || fail "json: free space"
