@@ -37,16 +37,22 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
     process_memory_excess_.store(0, std::memory_order_relaxed);
     return;
   }
-  if (host_cache_) host_cache_->ReleaseCached();  // and keeps none from now on
-  // Nor small blocks, process-wide: a process with a memory limit (a Dask
-  // worker) is judged by its resident set.
+  // The host block cache keeps nothing from now on (its budget reads the
+  // limit: engine_open.cc), nor does the process-wide pool of small blocks:
+  // a process with a memory limit (a Dask worker) is judged by its resident
+  // set.
   SmallBlockPool::SetKeeping(false);
-  // What is kept now goes now, so that the resident set the caller measures
-  // next is what the tiers hold, not idle I/O buffers that the first check
-  // above the limit would free instead of demoting.
+  // What is kept now goes now (the host tiers' blocks among it), so that the
+  // resident set the caller measures next is what the tiers hold, not idle
+  // I/O buffers that the first check above the limit would free instead of
+  // demoting.
+  ReleaseIdleMemory();
+  if (mover_) mover_->Wake();
+}
+
+void EngineCore::ReleaseIdleMemory() {
   for (auto& each : tiers_) each->ReleaseCachedMemory();
   TrimProcessHeap();
-  if (mover_) mover_->Wake();
 }
 
 bool EngineCore::YieldsToProcessMemory(size_t i) const {
@@ -72,8 +78,7 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
       // a host tier that had refilled to the limit (Dask bench, array64m and
       // groupby, 2 workers: peak RSS per worker 372-394 MiB against 348-373
       // freeing them once a second, cgroup peak 666-684 against 622-658).
-      for (auto& each : tiers_) each->ReleaseCachedMemory();
-      TrimProcessHeap();
+      ReleaseIdleMemory();
       rss = ProcessResidentBytes();
     }
   }

@@ -92,8 +92,9 @@ class Blob {
   // 0.4 ms for the free (development VM), more than the copy itself.
   static constexpr uint64_t kHugePageMinBytes = 4ull << 20;
   // Null when out of memory (or out of mappings: vm.max_map_count).
-  // `huge_pages`: marked MADV_HUGEPAGE (I/O buffers always are).
-  static std::byte* AllocateLargeHost(uint64_t size, bool huge_pages = true);
+  // `huge_pages`: marked MADV_HUGEPAGE (objects: ObjectHugePages; I/O
+  // buffers always).
+  static std::byte* AllocateLargeHost(uint64_t size, bool huge_pages);
   static void FreeLargeHost(std::byte* p, uint64_t size);
   // Whether objects' large allocations get transparent huge pages, and why.
   // Not where the kernel hands free 2 MiB blocks back to a hypervisor (a

@@ -47,7 +47,7 @@ inline uint64_t IoBufferBytes(uint64_t bytes) {
 }
 inline std::byte* AllocIoBuffer(uint64_t bytes) {
   const uint64_t n = IoBufferBytes(bytes);
-  if (n >= kHugeIoBytes) return Blob::AllocateLargeHost(n);
+  if (n >= kHugeIoBytes) return Blob::AllocateLargeHost(n, /*huge_pages=*/true);
   return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, n));
 }
 inline void FreeIoBuffer(std::byte* p, uint64_t bytes) {
