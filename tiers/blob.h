@@ -100,11 +100,11 @@ class Blob {
   // Not where the kernel hands free 2 MiB blocks back to a hypervisor (a
   // virtio balloon with free page reporting, VIRTIO_BALLOON_F_REPORTING):
   // a block free for 2 s or more is reported and discarded, and touching it
-  // again costs the host's fault of all of it. Development VM: 64 MiB in
-  // 2 MiB pages filled in 9.7-10.5 ms when freed up to 1 s before, 350-843
-  // ms when freed 2-5 s before; in 4 KiB pages in 28-42 ms either way; a
-  // 2 GiB spill of 64 MiB objects at 0.75-0.99 against 1.91-2.50 GB/s
-  // (bench/results/dev-2026-12-05-page-reporting.md). Elsewhere (the H200
+  // again costs the host's fault of all of it. Development VM (idle, load
+  // 0.38): 64 MiB in 2 MiB pages filled in 9.8-10.0 ms when freed up to 1 s
+  // before, 662-818 ms when freed 2-5 s before; in 4 KiB pages in 26-30 ms
+  // either way; a 2 GiB spill of 64 MiB objects at 0.79-0.84 against
+  // 1.79-2.03 GB/s (bench/results/dev-2026-12-05-page-reporting.md). Elsewhere (the H200
   // machine: 128 MiB filled in 20-28 ms with 2 MiB pages, 59-74 ms with
   // 4 KiB) they do. SPILLWAY_HUGE_PAGES=always|never overrides; decided once
   // per process.
