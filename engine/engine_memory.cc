@@ -7,6 +7,16 @@
 // (DemotionPolicy::Want: BoundaryLoad::pressure_bytes), less what is already
 // in flight, so it does not demote twice for memory still being released.
 //
+// What the pressure counts is the resident set less memory already on its
+// way out (ResidentBytes): the I/O buffers the demotions write through, and
+// objects the host tiers freed since the heap was last trimmed. Counted, a
+// demotion's own 8 MiB slab buffer raised the resident set it was meant to
+// lower, and values freed into the C library's heap (or still queued for
+// Python's releaser thread) stayed resident until the next trim: each
+// 100 ms tick then demoted the same excess again, and a test that set the
+// limit 8 MiB below the resident set saw all 34 MiB of its values demoted
+// (tests/python/test_process_memory.py, 1 run in 8 under a parallel build).
+//
 // That tick lags: between two ticks a Dask task reads its inputs back and
 // builds its output, and the resident set peaked 10% above Dask's own store
 // (bench/results/dask-2026-12-04.md). RelieveMemory is the synchronous
@@ -21,6 +31,7 @@
 #include "base/process_memory.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
+#include "tiers/io_buffer_cache.h"
 #include "tiers/small_block_pool.h"
 
 namespace spillway::internal {
@@ -47,12 +58,25 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   // I/O buffers that the first check above the limit would free instead of
   // demoting.
   ReleaseIdleMemory();
-  if (mover_) mover_->Wake();
+  // What the last measure under the old limit asked for goes with it.
+  if (mover_) mover_->Remeasure();
 }
 
 void EngineCore::ReleaseIdleMemory() {
   for (auto& each : tiers_) each->ReleaseCachedMemory();
+  // Taken before the trim: what is freed during it counts as not yet
+  // handed back, the safe side (less demotion until the next trim).
+  freed_at_trim_.store(FreedByYieldingTiers(), std::memory_order_relaxed);
   TrimProcessHeap();
+  resident_at_trim_.store(ProcessResidentBytes(), std::memory_order_relaxed);
+}
+
+uint64_t EngineCore::FreedByYieldingTiers() const {
+  uint64_t freed = 0;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (YieldsToProcessMemory(i)) freed += tiers_[i]->counters().freed_raw_bytes.load(std::memory_order_relaxed);
+  }
+  return freed;
 }
 
 bool EngineCore::YieldsToProcessMemory(size_t i) const {
@@ -84,7 +108,20 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
   }
   const uint64_t configured = process_memory_limit_.load(std::memory_order_relaxed);
   process_memory_excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);
-  return rss;
+  // Freed since the last trim and not yet gone from the resident set:
+  // what was freed less what the resident set fell by since then. Memory
+  // handed back at once (unmapped: large allocations, and the engine's own
+  // of 4 MiB and more) shows as a fall and counts once; memory left in the
+  // heap counts here until the next trim. Where objects arrived meanwhile,
+  // the fall is understated and the excess with it, until that trim (at
+  // most a second while above the limit).
+  const uint64_t freed_total = FreedByYieldingTiers();
+  const uint64_t at_trim = freed_at_trim_.load(std::memory_order_relaxed);
+  const uint64_t resident_then = resident_at_trim_.load(std::memory_order_relaxed);
+  const uint64_t freed = freed_total > at_trim ? freed_total - at_trim : 0;
+  const uint64_t fell = resident_then > rss ? resident_then - rss : 0;
+  const uint64_t leaving = IoBuffersAllocatedBytes() + (freed > fell ? freed - fell : 0);
+  return rss > leaving ? rss - leaving : 0;
 }
 
 uint64_t EngineCore::MemoryPressure(int t) {

@@ -53,17 +53,31 @@ void Mover::Tick() {
     tick_cv_.wait_for(l, std::chrono::milliseconds(100), [this] { return tick_stop_; });
     if (tick_stop_) break;
     l.unlock();
-    // Device memory taken outside the engine: asking the driver stays
-    // outside the lock.
-    std::vector<uint64_t> pressure(bounds_.size());
-    for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
+    const std::vector<uint64_t> pressure = MeasurePressure();
     l.lock();
-    for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
-      bounds_[t].pressure_bytes = pressure[t];
-      bounds_[t].stuck = false;
-      KickLocked(static_cast<int>(t));
-    }
+    ApplyPressureLocked(pressure);
   }
+}
+
+std::vector<uint64_t> Mover::MeasurePressure() {
+  std::vector<uint64_t> pressure(bounds_.size());
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
+  return pressure;
+}
+
+void Mover::ApplyPressureLocked(const std::vector<uint64_t>& pressure) {
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+    bounds_[t].pressure_bytes = pressure[t];
+    bounds_[t].stuck = false;
+    KickLocked(static_cast<int>(t));
+  }
+}
+
+void Mover::Remeasure() {
+  if (scheduler_ == nullptr) return;
+  const std::vector<uint64_t> pressure = MeasurePressure();
+  std::lock_guard<std::mutex> l(mu_);
+  ApplyPressureLocked(pressure);
 }
 
 void Mover::Wake() {
@@ -353,8 +367,7 @@ bool Mover::IdleLocked() {
 }
 
 void Mover::WaitIdle() {
-  std::vector<uint64_t> pressure(bounds_.size());
-  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
+  std::vector<uint64_t> pressure = MeasurePressure();
   if (scheduler_ == nullptr) {
     // Caller's thread: pass over the chain until a pass moves nothing.
     const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };

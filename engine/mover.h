@@ -62,6 +62,11 @@ class Mover {
   void Stop();
   // Starts batches wherever the policy wants some (cheap when none does).
   void Wake();
+  // Measures every boundary's pressure now (EngineCore::Pressure), as the
+  // next tick would, and starts batches for it: what the last measure asked
+  // for and no batch has picked yet is dropped, not served. For a changed
+  // process memory limit.
+  void Remeasure();
 
   // Reserves `bytes` in tier t, making room if needed: true when reserved.
   // Background: waits for the mover until the reservation fits, or gives up
@@ -128,6 +133,11 @@ class Mover {
   bool StalledLocked(int t, uint64_t* seen, std::chrono::steady_clock::time_point* progressed) const;
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
+  // EngineCore::Pressure for every boundary; outside mu_ (asking the
+  // driver for free device memory).
+  std::vector<uint64_t> MeasurePressure();
+  // REQUIRES: mu_. Sets the boundaries' pressure to `pressure` and kicks them.
+  void ApplyPressureLocked(const std::vector<uint64_t>& pressure);
   void RunBatch(int t, uint64_t picked, std::shared_ptr<DemotionBatch> batch);
   // A batch's bookkeeping once all its moves committed or aborted.
   void FinishBatch(int t, uint64_t picked, const Demoter::Result& r);

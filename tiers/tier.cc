@@ -119,6 +119,7 @@ StatusOr<Location> Tier::AdoptImpl(BlobPtr, uint64_t) {
 void Tier::Free(Location& loc) {
   counters_.objects.fetch_sub(1, std::memory_order_relaxed);
   counters_.raw_bytes.fetch_sub(loc.raw_bytes, std::memory_order_relaxed);
+  counters_.freed_raw_bytes.fetch_add(loc.raw_bytes, std::memory_order_relaxed);
   FreeImpl(loc);
 }
 
@@ -132,6 +133,9 @@ void Tier::ServeFromCopy(uint64_t raw_bytes) {
   counters_.raw_bytes.fetch_add(raw_bytes, std::memory_order_relaxed);
 }
 
-void Tier::FreeCopy(Location& loc) { FreeImpl(loc); }
+void Tier::FreeCopy(Location& loc) {
+  counters_.freed_raw_bytes.fetch_add(loc.raw_bytes, std::memory_order_relaxed);
+  FreeImpl(loc);
+}
 
 }  // namespace spillway

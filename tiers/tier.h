@@ -46,6 +46,10 @@ struct TierCounters {
   std::atomic<uint64_t> writes{0};
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> io_errors{0};
+  // Raw bytes of objects and clean copies freed here, ever: memory a host
+  // tier's allocator may still hold until the heap is trimmed
+  // (EngineCore::ResidentBytes).
+  std::atomic<uint64_t> freed_raw_bytes{0};
 };
 
 class Tier : public BlobAccount {
