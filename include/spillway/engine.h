@@ -215,7 +215,11 @@ class Engine {
   // to the kernel (malloc_trim). Setting a limit frees those buffers and
   // trims the heap at once; from then on freed host memory is no longer
   // kept for reuse, in this engine's block cache nor in the process-wide
-  // pool of small blocks (tiers/small_block_pool.h).
+  // pool of small blocks (tiers/small_block_pool.h). The excess counts the
+  // resident set less memory on its way out: the file tiers' I/O buffers
+  // (demotions write through them) and what the host tiers freed since the
+  // last trim that the resident set has not yet fallen by, so an excess is
+  // demoted once, not again at every tick until the heap is trimmed.
   // (engine/engine_memory.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // Makes room in this process for `incoming_bytes` more: while the resident
