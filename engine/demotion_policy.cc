@@ -39,6 +39,11 @@ uint64_t DemotionPolicy::WaitingBatchBytes(const Tier& tier) {
 
 int DemotionPolicy::MaxInflight(const Tier& to) const { return to.is_memory() ? 2 : kMaxInflightPerBoundary; }
 
+int DemotionPolicy::MaxInflight(const Tier& from, const Tier& to, const BoundaryLoad& load) const {
+  const bool only_pressure = load.waiting_bytes == 0 && load.requested_bytes == 0 && !from.AboveHigh();
+  return only_pressure ? 1 : MaxInflight(to);
+}
+
 uint64_t DemotionPolicy::SyncBytes(const Tier& from, const Tier& to, uint64_t need) const {
   return std::max(need, BatchBytes(from, to));
 }

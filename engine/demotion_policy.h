@@ -45,6 +45,15 @@ class DemotionPolicy {
   // while another is encoded and a third commits (4 x 8 x 1 MiB requests is
   // fio's QD32); 2 into memory tiers (copies, no queue to keep full).
   int MaxInflight(const Tier& to) const;
+  // MaxInflight for what `load` asks of `from` now: one batch when only
+  // pressure asks (the process memory limit, a gpu tier's headroom: the tier
+  // is below its high watermark and nobody waits or asks for room). Each
+  // batch into a file tier writes through a slab buffer of its own (10 MiB
+  // for an 8 MiB batch), resident memory the limit counts: eight at once
+  // for an 8 MiB excess raised the resident set by more than they moved,
+  // and the next measure demoted for that (tests/python/test_process_memory.py:
+  // all 17 values for a 10 MiB excess, 3 runs in 50 beside two busy loops).
+  int MaxInflight(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // min(64 MiB, capacity / 4): the least a watermark crossing demotes.
   static uint64_t MinBatchBytes(const Tier& tier);
   // min(64 MiB, capacity / 2): what stays in flight, at least, while

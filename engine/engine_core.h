@@ -104,16 +104,23 @@ class EngineCore final : public Engine {
   // Whether tier i demotes for process memory: a host tier over one that
   // stores bytes, outside the pinned pool.
   bool YieldsToProcessMemory(size_t i) const;
-  // This process's resident bytes, less what is on its way out: the I/O
-  // buffers (IoBuffersAllocatedBytes: demotions write through them) and the
-  // raw bytes the yielding host tiers freed since the last heap trim that the
-  // resident set has not yet fallen by. While
-  // the resident set is above `limit`, at most once a second, it is measured
-  // again after releasing cached memory and trimming the heap. Records the
-  // resident set's excess over SetProcessMemoryLimit for Stats.
+  // This process's resident bytes. While they are above `limit`: at most
+  // once a second, measured again after releasing cached memory and
+  // trimming the heap; in between, at most once a tick, after trimming the
+  // heap when FreedInHeap is 1 MiB or more. Records the excess over
+  // SetProcessMemoryLimit for Stats.
   uint64_t ResidentBytes(uint64_t limit);
-  // Sum of the yielding host tiers' TierCounters::freed_raw_bytes.
-  uint64_t FreedByYieldingTiers() const;
+  // Trims the heap and takes the snapshot FreedInHeap counts from.
+  void TrimFreedHeap();
+  // An estimate of the objects the yielding host tiers freed since the last
+  // trim that still sit in the heap, the resident set being `rss`.
+  uint64_t FreedInHeap(uint64_t rss) const;
+  // The yielding host tiers' TierCounters::admitted_raw_bytes and
+  // freed_raw_bytes, summed.
+  struct HostTurnover {
+    uint64_t admitted = 0, freed = 0;
+  };
+  HostTurnover YieldingTurnover() const;
   // Frees what the tiers keep only to go faster (Tier::ReleaseCachedMemory:
   // idle I/O buffers, the host block cache's blocks) and hands freed heap
   // memory back to the kernel.
@@ -262,9 +269,9 @@ class EngineCore final : public Engine {
   // SetProcessMemoryLimit, the excess last measured, and when the heap was
   // last trimmed (steady_clock nanoseconds).
   std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};
-  std::atomic<int64_t> last_heap_trim_ns_{0};
-  // FreedByYieldingTiers and the resident set at the last ReleaseIdleMemory.
-  std::atomic<uint64_t> freed_at_trim_{0}, resident_at_trim_{0};
+  std::atomic<int64_t> last_heap_trim_ns_{0}, last_freed_trim_ns_{0};
+  // YieldingTurnover and the resident set at the last ReleaseIdleMemory.
+  std::atomic<uint64_t> admitted_at_trim_{0}, freed_at_trim_{0}, resident_at_trim_{0};
   // Entries holding a clean copy (Entry::clean_tier), and demotions that
   // went back to one instead of writing.
   std::atomic<uint64_t> clean_copies_{0}, clean_demotions_{0};

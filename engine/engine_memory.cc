@@ -7,15 +7,16 @@
 // (DemotionPolicy::Want: BoundaryLoad::pressure_bytes), less what is already
 // in flight, so it does not demote twice for memory still being released.
 //
-// What the pressure counts is the resident set less memory already on its
-// way out (ResidentBytes): the I/O buffers the demotions write through, and
-// objects the host tiers freed since the heap was last trimmed. Counted, a
-// demotion's own 8 MiB slab buffer raised the resident set it was meant to
-// lower, and values freed into the C library's heap (or still queued for
-// Python's releaser thread) stayed resident until the next trim: each
-// 100 ms tick then demoted the same excess again, and a test that set the
-// limit 8 MiB below the resident set saw all 34 MiB of its values demoted
-// (tests/python/test_process_memory.py, 1 run in 8 under a parallel build).
+// Objects a host tier frees go back to the C library's heap, where they
+// stay resident until the heap is trimmed; releasing cached memory (and
+// trimming) at most once a second, each 100 ms tick saw the same excess
+// again and demoted it again: a limit 8 MiB below the resident set sent
+// all 128 of 128 objects of 1 MiB to disk (tests/engine/process_memory_test.cc).
+// So while above the limit, when objects freed since the last trim may
+// still be in the heap (FreedInHeap), the heap is trimmed first, at most
+// once a tick. The I/O buffers a demotion writes through count as what they
+// are, resident memory: the first demotion under a limit moves the excess
+// and the buffer's size (kept for the next one).
 //
 // That tick lags: between two ticks a Dask task reads its inputs back and
 // builds its output, and the resident set peaked 10% above Dask's own store
@@ -31,7 +32,6 @@
 #include "base/process_memory.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
-#include "tiers/io_buffer_cache.h"
 #include "tiers/small_block_pool.h"
 
 namespace spillway::internal {
@@ -40,6 +40,11 @@ namespace {
 // Freed heap memory is handed back at most this often while above the
 // limit: malloc_trim walks the heap.
 constexpr auto kTrimInterval = std::chrono::seconds(1);
+// In between, the heap alone is trimmed when at least kFreedTrimBytes of
+// objects freed since the last trim may still sit in it, at most every
+// kFreedTrimInterval (the mover's tick).
+constexpr uint64_t kFreedTrimBytes = 1ull << 20;
+constexpr auto kFreedTrimInterval = std::chrono::milliseconds(100);
 }  // namespace
 
 void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
@@ -66,17 +71,17 @@ void EngineCore::ReleaseIdleMemory() {
   for (auto& each : tiers_) each->ReleaseCachedMemory();
   // Taken before the trim: what is freed during it counts as not yet
   // handed back, the safe side (less demotion until the next trim).
-  freed_at_trim_.store(FreedByYieldingTiers(), std::memory_order_relaxed);
-  TrimProcessHeap();
-  resident_at_trim_.store(ProcessResidentBytes(), std::memory_order_relaxed);
+  TrimFreedHeap();
 }
 
-uint64_t EngineCore::FreedByYieldingTiers() const {
-  uint64_t freed = 0;
+EngineCore::HostTurnover EngineCore::YieldingTurnover() const {
+  HostTurnover t;
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    if (YieldsToProcessMemory(i)) freed += tiers_[i]->counters().freed_raw_bytes.load(std::memory_order_relaxed);
+    if (!YieldsToProcessMemory(i)) continue;
+    t.admitted += tiers_[i]->counters().admitted_raw_bytes.load(std::memory_order_relaxed);
+    t.freed += tiers_[i]->counters().freed_raw_bytes.load(std::memory_order_relaxed);
   }
-  return freed;
+  return t;
 }
 
 bool EngineCore::YieldsToProcessMemory(size_t i) const {
@@ -104,24 +109,45 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
       // freeing them once a second, cgroup peak 666-684 against 622-658).
       ReleaseIdleMemory();
       rss = ProcessResidentBytes();
+    } else if (FreedInHeap(rss) >= kFreedTrimBytes) {
+      // Objects freed since the last trim may be what keeps the process
+      // above the limit: hand them back before demoting more for them.
+      int64_t last_freed = last_freed_trim_ns_.load(std::memory_order_relaxed);
+      if (now - last_freed >= std::chrono::duration_cast<std::chrono::nanoseconds>(kFreedTrimInterval).count() &&
+          last_freed_trim_ns_.compare_exchange_strong(last_freed, now, std::memory_order_relaxed)) {
+        TrimFreedHeap();
+        rss = ProcessResidentBytes();
+      }
     }
   }
   const uint64_t configured = process_memory_limit_.load(std::memory_order_relaxed);
   process_memory_excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);
-  // Freed since the last trim and not yet gone from the resident set:
-  // what was freed less what the resident set fell by since then. Memory
-  // handed back at once (unmapped: large allocations, and the engine's own
-  // of 4 MiB and more) shows as a fall and counts once; memory left in the
-  // heap counts here until the next trim. Where objects arrived meanwhile,
-  // the fall is understated and the excess with it, until that trim (at
-  // most a second while above the limit).
-  const uint64_t freed_total = FreedByYieldingTiers();
-  const uint64_t at_trim = freed_at_trim_.load(std::memory_order_relaxed);
+  return rss;
+}
+
+void EngineCore::TrimFreedHeap() {
+  const HostTurnover turnover = YieldingTurnover();
+  admitted_at_trim_.store(turnover.admitted, std::memory_order_relaxed);
+  freed_at_trim_.store(turnover.freed, std::memory_order_relaxed);
+  TrimProcessHeap();
+  resident_at_trim_.store(ProcessResidentBytes(), std::memory_order_relaxed);
+}
+
+uint64_t EngineCore::FreedInHeap(uint64_t rss) const {
+  // Freed since the last trim, less what the resident set fell by since
+  // (memory unmapped at once: large allocations, the engine's own of 4 MiB
+  // and more, adopted arrays their owner freed) and less what objects
+  // admitted since took (the heap's freed memory is what new objects reuse
+  // first). An estimate: memory outside the tiers that came or went
+  // meanwhile moves it; it only decides when to trim.
+  const HostTurnover turnover = YieldingTurnover();
+  const uint64_t freed = turnover.freed - std::min(turnover.freed, freed_at_trim_.load(std::memory_order_relaxed));
+  const uint64_t admitted =
+      turnover.admitted - std::min(turnover.admitted, admitted_at_trim_.load(std::memory_order_relaxed));
   const uint64_t resident_then = resident_at_trim_.load(std::memory_order_relaxed);
-  const uint64_t freed = freed_total > at_trim ? freed_total - at_trim : 0;
   const uint64_t fell = resident_then > rss ? resident_then - rss : 0;
-  const uint64_t leaving = IoBuffersAllocatedBytes() + (freed > fell ? freed - fell : 0);
-  return rss > leaving ? rss - leaving : 0;
+  const uint64_t taken = fell + admitted;
+  return freed > taken ? freed - taken : 0;
 }
 
 uint64_t EngineCore::MemoryPressure(int t) {

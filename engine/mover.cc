@@ -94,9 +94,9 @@ void Mover::KickLocked(int t) {
   Boundary& b = bounds_[t];
   const Tier& from = core_->tier(t);
   const Tier& to = core_->tier(t + 1);
-  const int max_inflight = policy_.MaxInflight(to);
-  while (!b.stuck && b.inflight_batches < max_inflight) {
+  while (!b.stuck) {
     const BoundaryLoad load{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes};
+    if (b.inflight_batches >= policy_.MaxInflight(from, to, load)) return;
     const uint64_t want = policy_.Want(from, to, load);
     if (want == 0) return;
     // Picking under the lock makes the in-flight count exact (a 64 MiB

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -46,26 +45,14 @@ inline constexpr uint64_t kHugeIoBytes = 2ull << 20;
 inline uint64_t IoBufferBytes(uint64_t bytes) {
   return (std::max<uint64_t>(bytes, 1) + kIoAlign - 1) / kIoAlign * kIoAlign;
 }
-namespace io_buffer_internal {
-inline std::atomic<uint64_t> allocated_bytes{0};
-}  // namespace io_buffer_internal
-// Bytes of I/O buffers allocated in this process and not yet freed (in use
-// or kept idle): the engine's working memory, which a process memory limit
-// does not demote objects for (engine/engine_memory.cc).
-inline uint64_t IoBuffersAllocatedBytes() {
-  return io_buffer_internal::allocated_bytes.load(std::memory_order_relaxed);
-}
 inline std::byte* AllocIoBuffer(uint64_t bytes) {
   const uint64_t n = IoBufferBytes(bytes);
-  std::byte* p = n >= kHugeIoBytes ? Blob::AllocateLargeHost(n, /*huge_pages=*/true)
-                                   : static_cast<std::byte*>(std::aligned_alloc(kIoAlign, n));
-  if (p != nullptr) io_buffer_internal::allocated_bytes.fetch_add(n, std::memory_order_relaxed);
-  return p;
+  if (n >= kHugeIoBytes) return Blob::AllocateLargeHost(n, /*huge_pages=*/true);
+  return static_cast<std::byte*>(std::aligned_alloc(kIoAlign, n));
 }
 inline void FreeIoBuffer(std::byte* p, uint64_t bytes) {
   if (p == nullptr) return;
   const uint64_t n = IoBufferBytes(bytes);
-  io_buffer_internal::allocated_bytes.fetch_sub(n, std::memory_order_relaxed);
   if (n >= kHugeIoBytes) {
     Blob::FreeLargeHost(p, n);
   } else {

@@ -57,6 +57,7 @@ StatusOr<std::vector<Location>> Tier::Store(std::span<const ObjectView> objects,
     counters_.objects.fetch_add(1, std::memory_order_relaxed);
     counters_.raw_bytes.fetch_add(raw, std::memory_order_relaxed);
     counters_.raw_bytes_written.fetch_add(raw, std::memory_order_relaxed);
+    counters_.admitted_raw_bytes.fetch_add(raw, std::memory_order_relaxed);
     counters_.bytes_written.fetch_add(stored, std::memory_order_relaxed);
     counters_.writes.fetch_add(1, std::memory_order_relaxed);
   }
@@ -107,6 +108,7 @@ StatusOr<Location> Tier::Adopt(BlobPtr blob, uint64_t reserved) {
     loc->raw_bytes = raw;
     counters_.objects.fetch_add(1, std::memory_order_relaxed);
     counters_.raw_bytes.fetch_add(raw, std::memory_order_relaxed);
+    counters_.admitted_raw_bytes.fetch_add(raw, std::memory_order_relaxed);
     counters_.writes.fetch_add(1, std::memory_order_relaxed);
   }
   return loc;

@@ -46,9 +46,10 @@ struct TierCounters {
   std::atomic<uint64_t> writes{0};
   std::atomic<uint64_t> checksum_failures{0};
   std::atomic<uint64_t> io_errors{0};
-  // Raw bytes of objects and clean copies freed here, ever: memory a host
-  // tier's allocator may still hold until the heap is trimmed
+  // Raw bytes of objects stored or adopted here, and of objects and clean
+  // copies freed here, ever: a host tier's memory taken and given back
   // (EngineCore::ResidentBytes).
+  std::atomic<uint64_t> admitted_raw_bytes{0};
   std::atomic<uint64_t> freed_raw_bytes{0};
 };
 

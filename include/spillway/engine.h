@@ -215,11 +215,12 @@ class Engine {
   // to the kernel (malloc_trim). Setting a limit frees those buffers and
   // trims the heap at once; from then on freed host memory is no longer
   // kept for reuse, in this engine's block cache nor in the process-wide
-  // pool of small blocks (tiers/small_block_pool.h). The excess counts the
-  // resident set less memory on its way out: the file tiers' I/O buffers
-  // (demotions write through them) and what the host tiers freed since the
-  // last trim that the resident set has not yet fallen by, so an excess is
-  // demoted once, not again at every tick until the heap is trimmed.
+  // pool of small blocks (tiers/small_block_pool.h). In between, while
+  // objects the host tiers freed may still sit in the heap, the heap is
+  // trimmed before the next measure (at most every 100 ms), so an excess is
+  // demoted once, not again at every tick for memory already given up; and
+  // demotions for this limit alone run one batch at a time (each writes
+  // through an I/O buffer of its own, resident memory the limit counts).
   // (engine/engine_memory.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // Makes room in this process for `incoming_bytes` more: while the resident
