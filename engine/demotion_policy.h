@@ -51,8 +51,9 @@ class DemotionPolicy {
   // batch into a file tier writes through a slab buffer of its own (10 MiB
   // for an 8 MiB batch), resident memory the limit counts: eight at once
   // for an 8 MiB excess raised the resident set by more than they moved,
-  // and the next measure demoted for that (tests/python/test_process_memory.py:
-  // all 17 values for a 10 MiB excess, 3 runs in 50 beside two busy loops).
+  // and the next measure demoted for that (tests/python/test_process_memory.py,
+  // with the heap trimmed before each measure: all 17 values out for a
+  // 10 MiB excess in 3 runs of 50 beside two busy loops; one batch: 0 of 50).
   int MaxInflight(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // min(64 MiB, capacity / 4): the least a watermark crossing demotes.
   static uint64_t MinBatchBytes(const Tier& tier);

@@ -270,7 +270,7 @@ class EngineCore final : public Engine {
   // last trimmed (steady_clock nanoseconds).
   std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};
   std::atomic<int64_t> last_heap_trim_ns_{0}, last_freed_trim_ns_{0};
-  // YieldingTurnover and the resident set at the last ReleaseIdleMemory.
+  // YieldingTurnover and the resident set at the last TrimFreedHeap.
   std::atomic<uint64_t> admitted_at_trim_{0}, freed_at_trim_{0}, resident_at_trim_{0};
   // Entries holding a clean copy (Entry::clean_tier), and demotions that
   // went back to one instead of writing.

@@ -69,8 +69,6 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
 
 void EngineCore::ReleaseIdleMemory() {
   for (auto& each : tiers_) each->ReleaseCachedMemory();
-  // Taken before the trim: what is freed during it counts as not yet
-  // handed back, the safe side (less demotion until the next trim).
   TrimFreedHeap();
 }
 
@@ -126,6 +124,8 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
 }
 
 void EngineCore::TrimFreedHeap() {
+  // Taken before the trim: what is freed during it counts as still in the
+  // heap, so the next check trims again rather than demoting for it.
   const HostTurnover turnover = YieldingTurnover();
   admitted_at_trim_.store(turnover.admitted, std::memory_order_relaxed);
   freed_at_trim_.store(turnover.freed, std::memory_order_relaxed);
