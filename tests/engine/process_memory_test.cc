@@ -190,9 +190,9 @@ TEST_CASE("the mover demotes a limit's excess once, not again for the freed obje
   const uint64_t demoted = e.Stats().tiers[0].demotions_out;
   MESSAGE("demoted ", demoted, " objects of 1 MiB for an 8 MiB excess");
   CHECK(demoted >= 8);
-  // The 8 MiB, and the slab buffers the demotions write through (resident
-  // memory too: up to four batches in flight, 10 MiB each for 8 MiB of
-  // objects), and what the test's own allocations add meanwhile.
+  // The 8 MiB, and the slab buffer the demotions write through (resident
+  // memory too: 10 MiB for 8 MiB of objects; a limit alone runs one batch
+  // at a time), and what the test's own allocations add meanwhile.
   CHECK(demoted <= 56);
   e.SetProcessMemoryLimit(0);
   for (int i = 0; i < 128; ++i) {
