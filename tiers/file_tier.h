@@ -233,6 +233,8 @@ class FileTier : public Tier {
   // bench's four readers mapped and faulted in fresh 2 MiB pages on half
   // their Gets.
   mutable IoBufferCache read_buffers_{8, 16ull << 20, 32ull << 20};  // PrepareRead is const
+  // Streamed reads (LoadStreamed) running now: they share one ring budget.
+  std::atomic<uint32_t> streamed_reads_{0};
   std::unique_ptr<Codec> codec_;
   std::vector<std::unique_ptr<Stripe>> stripes_;
   std::atomic<uint32_t> next_stripe_{0};

@@ -39,6 +39,17 @@ constexpr uint64_t kCachedReadLimit = 16ull << 20;
 
 // Raw records at least this long are read piece by piece (LoadStreamed).
 constexpr uint64_t kStreamedReadMin = 256ull << 10;
+// Streamed reads running at once share kCachedReadLimit of ring, each
+// taking the budget over the reads running when it starts (at least
+// kMinStreamedRing): one reader keeps 16 requests of 1 MiB in flight, four
+// about 4-8 each, where each used to keep 16. Four threads reading 64 MiB
+// objects on the development VM (three fresh processes each way,
+// alternated, 2026-12-05; bench/results/dev-2026-12-05-64m-readers.md): the
+// first 512 MiB at 1.37-1.73 GB/s against 0.63-0.84, the next 1 GiB at
+// 2.35-2.50 against 1.46-2.19. Each ring is 2 MiB pages, a cold one cost
+// 14-28 ms there (the VM hands free memory back to its host), and fio's own
+// 1 MiB reads ran slower at depth 16 than at 4 (1.5-1.6 against 1.7-2.1 GB/s).
+constexpr uint64_t kMinStreamedRing = 4ull << 20;
 // A streamed read's requests: a quarter of the window (so a 1 MiB record
 // has four in flight and only the last quarter's checksum and copy follow
 // the I/O), at least kMinReadPiece, at most io.block_bytes.
@@ -153,7 +164,13 @@ StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view k
   const uint64_t max_piece = StreamedPieceMax(config().io.block_bytes);
   const uint64_t piece = std::clamp(AlignUp((window + 3) / 4, kIoAlign), kMinReadPiece, max_piece);
   const size_t pieces = static_cast<size_t>((window + piece - 1) / piece);
-  const size_t ring_pieces = static_cast<size_t>(std::clamp<uint64_t>(kCachedReadLimit / piece, 1, pieces));
+  const uint32_t active = streamed_reads_.fetch_add(1, std::memory_order_relaxed) + 1;
+  struct Leave {
+    std::atomic<uint32_t>* n;
+    ~Leave() { n->fetch_sub(1, std::memory_order_relaxed); }
+  } leave{&streamed_reads_};
+  const uint64_t ring_limit = std::max(kMinStreamedRing, kCachedReadLimit / active);
+  const size_t ring_pieces = static_cast<size_t>(std::clamp<uint64_t>(ring_limit / piece, 1, pieces));
   IoBufferCache::Lease ring_lease = read_buffers_.Take(ring_pieces * piece);
   std::byte* ring = ring_lease.get();
   if (ring == nullptr) return Status::NoSpace(Where(loc) + ": out of memory for read buffer");

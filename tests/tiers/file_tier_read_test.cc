@@ -7,16 +7,21 @@
 // byte past the first ring's worth is Corruption; a record cut short by a
 // truncated file is Corruption, never a short object. A batch (LoadBatch)
 // streams its large raw records one by one and reads the others' windows
-// together, holding each window only until its record is decoded.
+// together, holding each window only until its record is decoded. Streamed
+// reads running at once share one ring budget.
 #include <doctest/doctest.h>
 #include <malloc.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -410,6 +415,63 @@ class ReadCountingIo final : public FileIoWrapper {
   }
   uint64_t read_bytes = 0;
 };
+
+// Holds every streamed submission until `expected` have arrived (or five
+// seconds pass), so that the reads run at once, and records each one's ring
+// (max_ahead, in pieces).
+class RingRecordingIo final : public FileIoWrapper {
+ public:
+  using FileIoWrapper::FileIoWrapper;
+  Status SubmitAndWaitEach(std::span<IoRequest> r, uint32_t qd, size_t max_ahead,
+                           const std::function<void(size_t)>& done) override {
+    if (max_ahead > 0) {
+      std::unique_lock<std::mutex> l(mu);
+      rings.push_back(max_ahead);
+      cv.notify_all();
+      cv.wait_for(l, std::chrono::seconds(5), [&] { return rings.size() >= expected; });
+    }
+    return target()->SubmitAndWaitEach(r, qd, max_ahead, done);
+  }
+  size_t expected = 1;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<size_t> rings;
+};
+
+TEST_CASE("streamed reads running at once share one ring budget: 16 pieces for one, not 16 each for four") {
+  WrappedTier<RingRecordingIo> w;
+  auto& [dir, base, io, tier] = w;
+  REQUIRE(tier.Open().ok());
+  // 20 pieces of 1 MiB each (the default block size): more than one ring.
+  std::vector<Obj> objs;
+  for (int i = 0; i < 4; ++i) objs.push_back(MakeObj("big-" + std::to_string(i), {20 << 20}, 40 + i));
+  auto locs = StoreAll(tier, objs);
+  REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
+  REQUIRE(tier.Sync().ok());
+  std::string why;
+  // Alone: the whole budget, 16 MiB.
+  CHECK_MESSAGE(ReadsBack(tier, (*locs)[0], objs[0], &why), why);
+  REQUIRE(io.rings.size() == 1);
+  CHECK(io.rings[0] == 16);
+
+  io.rings.clear();
+  io.expected = 4;
+  std::vector<std::string> whys(4);
+  std::vector<char> ok(4, 0);
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < 4; ++i) {
+    readers.emplace_back([&, i] { ok[i] = ReadsBack(tier, (*locs)[i], objs[i], &whys[i]); });
+  }
+  for (auto& t : readers) t.join();
+  for (size_t i = 0; i < 4; ++i) CHECK_MESSAGE(ok[i], whys[i]);
+  REQUIRE(io.rings.size() == 4);
+  // Each took the budget over the reads running when it started (16, 8,
+  // 5 and 4 MiB: at least 4), where each used to take 16.
+  std::vector<size_t> got = io.rings;
+  std::sort(got.begin(), got.end());
+  CHECK(got == std::vector<size_t>{4, 5, 8, 16});
+  for (Location& l : *locs) tier.Free(l);
+}
 
 TEST_CASE("a read window is in 4 KiB blocks unless the file's finer alignment reads at most 3/4 as much") {
   uint64_t s = 0, e = 0;
