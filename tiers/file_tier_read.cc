@@ -46,9 +46,11 @@ constexpr uint64_t kStreamedReadMin = 256ull << 10;
 // objects on the development VM (three fresh processes each way,
 // alternated, 2026-12-05; bench/results/dev-2026-12-05-64m-readers.md): the
 // first 512 MiB at 1.37-1.73 GB/s against 0.63-0.84, the next 1 GiB at
-// 2.35-2.50 against 1.46-2.19. Each ring is 2 MiB pages, a cold one cost
-// 14-28 ms there (the VM hands free memory back to its host), and fio's own
-// 1 MiB reads ran slower at depth 16 than at 4 (1.5-1.6 against 1.7-2.1 GB/s).
+// 2.35-2.50 against 1.46-2.19. Each ring is 2 MiB pages, and there a cold
+// one costs the host's fault of all of it (the VM hands free memory back to
+// its host: 800 MiB touched in 2 MiB pages took 11.1 s, in 4 KiB pages
+// 0.3 s); fio's own 1 MiB reads ran slower at depth 16 than at 4 (1.5-1.6
+// against 1.7-2.1 GB/s).
 constexpr uint64_t kMinStreamedRing = 4ull << 20;
 // A streamed read's requests: a quarter of the window (so a 1 MiB record
 // has four in flight and only the last quarter's checksum and copy follow
