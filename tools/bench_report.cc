@@ -122,7 +122,11 @@ std::string FormatMarkdown(const Report& rep) {
   os << "- machine: " << rep.details.value("machine_description", std::string()) << "\n";
   if (rep.details.contains("source_revision")) {
     os << "- source: `" << rep.details.value("source_revision", std::string())
-       << "` (git describe; -dirty: uncommitted changes in the tree)\n";
+       << "` (git describe of the tree the binary was built from; -dirty: uncommitted changes in it)";
+    if (rep.details.contains("checkout_revision")) {
+      os << "; run in a checkout at `" << rep.details.value("checkout_revision", std::string()) << "`";
+    }
+    os << "\n";
   }
   os << "- scratch directory: " << rep.details.value("scratch", std::string()) << " ("
      << rep.details.value("scratch_fs", std::string()) << ")\n";

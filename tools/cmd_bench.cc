@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "config/fs_probe.h"
+#include "spillway/build_revision.h"
 #include "tools/bench_common.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
@@ -83,13 +84,17 @@ int Run(const Options& o) {
   rep.details["loadavg_start"] = bench::LoadAverage();
   int rc = 0;
 
+  // What the binary was built from; and the checkout it runs in, where that
+  // is another revision (a binary carried to another machine, or a tree
+  // changed since the build).
+  rep.details["source_revision"] = SPILLWAY_BUILD_REVISION;
   const std::string source_dir = FindSourceDir();
   if (!source_dir.empty()) {
     std::string rev = bench::RunCapture("git -C " + bench::ShellQuote(source_dir) +
                                             " describe --always --dirty --abbrev=12 2>/dev/null",
                                         &rc);
     while (!rev.empty() && (rev.back() == '\n' || rev.back() == ' ')) rev.pop_back();
-    if (rc == 0) rep.details["source_revision"] = rev;
+    if (rc == 0 && rev != SPILLWAY_BUILD_REVISION) rep.details["checkout_revision"] = rev;
   }
   double weight = 0;
   for (auto [s, w] : {std::pair{1, 0.3}, {2, 0.25}, {3, 0.2}, {4, 0.15}, {6, 0.01}}) weight += o.Runs(s) || (s == 1 && o.Runs(5)) ? w : 0;

@@ -103,6 +103,26 @@ for r in doc.get("rows", []):
     if r.get("verdict") == "NOT MEASURED":
         problems.append("not measured: %s (%s)" % (r["id"], r.get("note", "")))
 
+# The revision the binary was built from (cmake/build_revision.cmake), named
+# in the markdown; a checkout at another revision is named beside it.
+import re, subprocess
+details = doc.get("details", {})
+rev = details.get("source_revision", "")
+if not re.fullmatch(r"[0-9A-Za-z._/-]+", rev or ""):
+    problems.append("no build revision in the JSON details: %r" % rev)
+md = open(mds[0]).read() if mds else ""
+if rev and ("- source: `%s`" % rev) not in md:
+    problems.append("the markdown does not name the build revision %r" % rev)
+checkout = details.get("checkout_revision")
+if checkout is not None:
+    if checkout == rev:
+        problems.append("checkout revision reported although it equals the build's (%s)" % rev)
+    if ("run in a checkout at `%s`" % checkout) not in md:
+        problems.append("the markdown does not name the checkout revision %r" % checkout)
+git = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True, text=True)
+if git.returncode == 0 and rev not in ("", "unknown") and checkout is None and git.stdout.strip() != rev:
+    problems.append("checkout at %s but the report names only the build's %s" % (git.stdout.strip(), rev))
+
 met = sum(r.get("verdict") == "MET" for r in rows.values())
 missed = sum(r.get("verdict") == "MISSED" for r in rows.values())
 print("%d figures, %d targets met, %d missed" % (len(rows), met, missed))
