@@ -470,6 +470,17 @@ TEST_CASE("streamed reads running at once share one ring budget: 16 pieces for o
   std::vector<size_t> got = io.rings;
   std::sort(got.begin(), got.end());
   CHECK(got == std::vector<size_t>{4, 5, 8, 16});
+
+  // Each read gives its share back: alone again, a read takes the whole
+  // budget, also after a read that failed (a damaged record).
+  const Location& bad = (*locs)[3];
+  REQUIRE(FlipByteAt(*base, dir.path(), bad.segment, bad.offset + bad.length - 999).ok());
+  io.rings.clear();
+  io.expected = 1;
+  CHECK(tier.Load(bad, objs[3].key).status().IsCorruption());
+  CHECK_MESSAGE(ReadsBack(tier, (*locs)[2], objs[2], &why), why);
+  REQUIRE(io.rings.size() == 2);
+  CHECK(io.rings[1] == 16);
   for (Location& l : *locs) tier.Free(l);
 }
 
