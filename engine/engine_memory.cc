@@ -27,6 +27,7 @@
 // the demotions at once. The waiting thread never demotes or writes itself
 // while a background scheduler runs.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "base/process_memory.h"
@@ -45,6 +46,13 @@ constexpr auto kTrimInterval = std::chrono::seconds(1);
 // kFreedTrimInterval (the mover's tick).
 constexpr uint64_t kFreedTrimBytes = 1ull << 20;
 constexpr auto kFreedTrimInterval = std::chrono::milliseconds(100);
+
+// True for one caller once `interval` has passed since `*last_ns` (which it
+// then sets to `now_ns`): the others see it moved, or lose the exchange.
+bool TakeTurn(std::atomic<int64_t>* last_ns, int64_t now_ns, std::chrono::nanoseconds interval) {
+  int64_t last = last_ns->load(std::memory_order_relaxed);
+  return now_ns - last >= interval.count() && last_ns->compare_exchange_strong(last, now_ns, std::memory_order_relaxed);
+}
 }  // namespace
 
 void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
@@ -96,9 +104,7 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
   if (rss > limit) {
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::steady_clock::now().time_since_epoch()).count();
-    int64_t last = last_heap_trim_ns_.load(std::memory_order_relaxed);
-    if (now - last >= std::chrono::duration_cast<std::chrono::nanoseconds>(kTrimInterval).count() &&
-        last_heap_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    if (TakeTurn(&last_heap_trim_ns_, now, kTrimInterval)) {
       // What earlier demotions freed may still sit in the allocator, and
       // the file tiers keep idle I/O buffers for reuse. Not at every check:
       // freed at once, the buffers came back at the next demotion on top of
@@ -110,9 +116,7 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
     } else if (FreedInHeap(rss) >= kFreedTrimBytes) {
       // Objects freed since the last trim may be what keeps the process
       // above the limit: hand them back before demoting more for them.
-      int64_t last_freed = last_freed_trim_ns_.load(std::memory_order_relaxed);
-      if (now - last_freed >= std::chrono::duration_cast<std::chrono::nanoseconds>(kFreedTrimInterval).count() &&
-          last_freed_trim_ns_.compare_exchange_strong(last_freed, now, std::memory_order_relaxed)) {
+      if (TakeTurn(&last_freed_trim_ns_, now, kFreedTrimInterval)) {
         TrimFreedHeap();
         rss = ProcessResidentBytes();
       }

@@ -42,7 +42,7 @@ fi
 want_png=0
 command -v gnuplot >/dev/null && want_png=1
 python3 - "$out" "$want_png" <<'PY'
-import glob, json, math, os, sys
+import glob, json, math, os, re, subprocess, sys
 
 out, want_png = sys.argv[1], sys.argv[2] == "1"
 problems = []
@@ -105,7 +105,6 @@ for r in doc.get("rows", []):
 
 # The revision the binary was built from (cmake/build_revision.cmake), named
 # in the markdown; a checkout at another revision is named beside it.
-import re, subprocess
 details = doc.get("details", {})
 rev = details.get("source_revision", "")
 if not re.fullmatch(r"[0-9A-Za-z._/-]+", rev or ""):
