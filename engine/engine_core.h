@@ -89,6 +89,10 @@ class EngineCore final : public Engine {
   Mover& mover() { return *mover_; }
   const Placement& placement() const { return *placement_; }
   void CountSyncDemotion() { sync_demotions_.fetch_add(1, std::memory_order_relaxed); }
+  void CountBackpressureWait(uint64_t ns) {
+    backpressure_waits_.fetch_add(1, std::memory_order_relaxed);
+    backpressure_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
   void Unpin(Entry* e);
   void Unref(Entry* e);
   BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
@@ -266,6 +270,7 @@ class EngineCore final : public Engine {
   StripedCounter gets_;
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
+  std::atomic<uint64_t> backpressure_waits_{0}, backpressure_wait_ns_{0};
   // SetProcessMemoryLimit, the excess last measured, and when the heap was
   // last trimmed (steady_clock nanoseconds).
   std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};

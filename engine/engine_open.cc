@@ -312,6 +312,8 @@ EngineStats EngineCore::Stats() {
   s.misses = r(misses_);
   s.erases = r(erases_);
   s.sync_demotions = r(sync_demotions_);
+  s.backpressure_waits = r(backpressure_waits_);
+  s.backpressure_wait_ns = r(backpressure_wait_ns_);
   s.clean_copies = r(clean_copies_);
   s.clean_demotions = r(clean_demotions_);
   if (event_log_) {

@@ -273,6 +273,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
     }
     return false;
   }
+  const auto wait_start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> l(mu_);
   Boundary& b = bounds_[t];
   b.waiting_bytes += bytes;
@@ -299,6 +300,8 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
     cv_.wait_for(l, std::chrono::milliseconds(20));
   }
   b.waiting_bytes -= bytes;
+  core_->CountBackpressureWait(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wait_start).count()));
   // A caller that waited for room holds it now and is about to copy its
   // object in; the tier is usually past its high watermark again, and the
   // next demotion starts here rather than after the insert (the Put wakes

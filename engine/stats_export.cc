@@ -229,9 +229,11 @@ std::string FormatStatsTable(const EngineStats& s) {
   }
   char line[512];
   std::snprintf(line, sizeof(line),
-                "\nobjects %llu  puts %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu\n",
+                "\nobjects %llu  puts %llu  gets %llu  misses %llu  erases %llu  caller-thread demotions %llu"
+                "  waits for room %llu (%.3f s)\n",
                 static_cast<ull>(s.objects), static_cast<ull>(s.puts), static_cast<ull>(s.gets),
-                static_cast<ull>(s.misses), static_cast<ull>(s.erases), static_cast<ull>(s.sync_demotions));
+                static_cast<ull>(s.misses), static_cast<ull>(s.erases), static_cast<ull>(s.sync_demotions),
+                static_cast<ull>(s.backpressure_waits), s.backpressure_wait_ns / 1e9);
   out += line;
   return out;
 }
@@ -339,6 +341,8 @@ std::string StatsToJson(const EngineStats& s, int indent) {
   j["misses"] = s.misses;
   j["erases"] = s.erases;
   j["sync_demotions"] = s.sync_demotions;
+  j["backpressure_waits"] = s.backpressure_waits;
+  j["backpressure_wait_seconds"] = s.backpressure_wait_ns / 1e9;
   j["clean_copies"] = s.clean_copies;
   j["clean_demotions"] = s.clean_demotions;
   j["pinned_pool_bytes"] = s.pinned_pool_bytes;
@@ -455,6 +459,12 @@ std::string StatsToPrometheus(const EngineStats& s) {
   single("sync_demotions_total", "counter",
          "Demotions run on a caller's thread because the background mover had not made room (backpressure).",
          s.sync_demotions);
+  single("backpressure_waits_total", "counter",
+         "Reservations that found their tier full and waited for the background mover to make room.",
+         s.backpressure_waits);
+  w.Family("backpressure_wait_seconds_total", "counter",
+           "Time reservations waited for the background mover to make room, in seconds.");
+  w.Sample("backpressure_wait_seconds_total", "", {}, s.backpressure_wait_ns / 1e9);
   single("event_log_lines_total", "counter", "Spill event log lines written (metrics.event_log).",
          s.event_log_lines);
   single("event_log_dropped_lines_total", "counter",

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -93,6 +94,12 @@ struct Report {
 // Wall-clock seconds since an arbitrary origin (steady clock).
 inline double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// CPU seconds the calling thread has run (user and system).
+inline double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
 }
 
 double Median(std::vector<double> v);  // NaN for empty; ignores NaN entries
@@ -186,6 +193,10 @@ struct SpillRun {
   uint64_t file_bytes = 0, file_objects = 0;          // file tier: raw bytes written, objects held
   uint64_t demoted_bytes = 0, demoted_objects = 0;    // the host -> file boundary's counters
   uint64_t sync_demotions = 0;
+  // The Put thread from the first Put to the return of Flush: seconds its
+  // Puts waited for the mover to make room (EngineStats::backpressure_wait_ns)
+  // and seconds it ran on a CPU (getrusage RUSAGE_THREAD).
+  double put_wait_s = kNaN, put_cpu_s = kNaN;
   uint64_t read_objects = 0, file_hits = 0, bad = 0;
   // The same read-back by one thread, over other spilled objects.
   double single_read_bps = kNaN, single_read_s = 0;

@@ -64,6 +64,12 @@ struct EngineStats {
   uint64_t misses = 0;  // Gets of absent keys
   uint64_t erases = 0;
   uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
+  // Reservations (Put, PutExternal, a device allocation) that found their
+  // tier full and waited for the background mover to make room, and the
+  // time they waited, in nanoseconds (totals). A caller's share of a spill
+  // spent here is what the mover and the tiers below cost it.
+  uint64_t backpressure_waits = 0;
+  uint64_t backpressure_wait_ns = 0;
   uint64_t event_log_lines = 0;    // event log lines written (0 when the log is off)
   uint64_t event_log_dropped = 0;  // lines refused by the rate limit or lost to write errors
   // Promoted objects whose scratch-file record is kept as a clean copy, and

@@ -234,13 +234,19 @@ TEST_CASE("a Put that finds the tier full waits for one batch, not for every bat
   for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
   const size_t queued = sched.queued();
   REQUIRE(queued >= 2);
+  CHECK(e->Stats().backpressure_waits == 0);  // every Put so far found room
   auto put = std::async(std::launch::async, [&] { return e->Put("late", Bytes(200 << 10, 99)); });
   CHECK(put.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);  // waiting for room
   REQUIRE(sched.RunOne());  // one 512 KiB batch commits
   REQUIRE(put.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(put.get().ok());
   CHECK(sched.queued() >= 1);  // the other batches had not run
-  CHECK(e->Stats().sync_demotions == 0);
+  const EngineStats s = e->Stats();
+  CHECK(s.sync_demotions == 0);
+  // The wait is counted once, with at least the 100 ms the test held it.
+  CHECK(s.backpressure_waits == 1);
+  CHECK(s.backpressure_wait_ns >= 100'000'000u);
+  CHECK(s.backpressure_wait_ns < 60'000'000'000u);
   while (sched.RunOne()) {
   }
   auto h = e->Get("late");

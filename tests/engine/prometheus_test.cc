@@ -306,6 +306,8 @@ EngineStats SyntheticStats() {
   s.puts = 10;
   s.gets = 4;
   s.misses = 1;
+  s.backpressure_waits = 4;
+  s.backpressure_wait_ns = 1'500'000'000;
   return s;
 }
 
@@ -372,6 +374,9 @@ TEST_CASE("synthetic stats: escaping, per-tier and per-boundary labels, histogra
 
   CHECK(ex.Value("spillway_requests_total", "spillway_requests_total", {{"op", "put"}}) == 10.0);
   CHECK(ex.Value("spillway_get_misses_total", "spillway_get_misses_total", {}) == 1.0);
+  CHECK(ex.Value("spillway_backpressure_waits_total", "spillway_backpressure_waits_total", {}) == 4.0);
+  CHECK(ex.Value("spillway_backpressure_wait_seconds_total", "spillway_backpressure_wait_seconds_total", {}) ==
+        doctest::Approx(1.5));
   for (const Family& f : ex.families) {
     CHECK_MESSAGE(!f.help.empty(), f.name);
     CHECK_MESSAGE(f.name.rfind("spillway_", 0) == 0, f.name);
