@@ -89,6 +89,16 @@ void Mover::Wake() {
   }
 }
 
+void Mover::Nudge() {
+  if (scheduler_ == nullptr) return;
+  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+  if (!l.owns_lock()) return;
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+    bounds_[t].stuck = false;
+    KickLocked(static_cast<int>(t));
+  }
+}
+
 void Mover::KickLocked(int t) {
   if (stopping_ || scheduler_ == nullptr || static_cast<size_t>(t) + 1 >= bounds_.size()) return;
   Boundary& b = bounds_[t];

@@ -62,6 +62,15 @@ class Mover {
   void Stop();
   // Starts batches wherever the policy wants some (cheap when none does).
   void Wake();
+  // Wake for a caller that has just put bytes into a tier above its high
+  // watermark, which happens on every Put while a spill runs: the same,
+  // except that it never waits for the mover's lock. A thread holding it is
+  // starting batches or is about to (a batch's completion, the tick, a
+  // waiting caller); if it does not cover this caller's bytes, the next
+  // Put's nudge, the next completion or the tick (100 ms) does. Waiting
+  // here put every small Put behind another thread's pick of a whole batch
+  // (2,048 victims for 4 KiB objects).
+  void Nudge();
   // Measures every boundary's pressure now (EngineCore::Pressure), as the
   // next tick would, and starts batches for it: what the last measure asked
   // for and no batch has picked yet is dropped, not served. For a changed

@@ -20,6 +20,18 @@ namespace {
 // Slabs small enough that several are in flight at once (each worker keeps
 // slab/block requests queued), large enough to amortize a submission.
 constexpr uint64_t kSlabBytes = 8ull << 20;
+// A slab of several records may grow to this before a new one starts, so
+// that a demotion batch (8 MiB of raw bytes, DemotionPolicy::BatchBytes) is
+// one slab, encoded and written on the batch's own thread, although its
+// records are larger than its raw bytes (a 4 KiB object's record is 4.5
+// KiB). Split at 8 MiB, every batch of small objects was an 8 MiB slab and
+// a 1.2 MiB one, both handed to the tier's four writer threads while the
+// batch's thread waited: with four batches in flight, eight slabs queued
+// for four threads, each thread's encode waiting for its previous write,
+// and an extra small write per batch (H100 machine, section 1, 4 KiB
+// objects: the disk idle about half of the spill, the Put thread waiting
+// for room 35% of it).
+constexpr uint64_t kSlabMaxBytes = kSlabBytes + kSlabBytes / 4;
 
 // Streamed writes (objects larger than a slab, codec none): pieces of this
 // size, written by kPieceWriters threads at once, each piece's
@@ -578,14 +590,16 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
 
 StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> objects) {
   std::vector<Location> locs(objects.size());
-  // Group objects into slabs of about kSlabBytes (a large object gets its own).
+  // Group objects into slabs of up to kSlabMaxBytes; an object larger than
+  // kSlabBytes gets a slab of its own (always its first object).
   std::vector<Slab> slabs;
   Slab cur;
   for (size_t i = 0; i < objects.size(); ++i) {
     const ObjectView& obj = objects[i];
     const uint64_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
                                        config().codec);
-    if (cur.count > 0 && cur.max_bytes + max > kSlabBytes) {
+    const bool cur_large = cur.count == 1 && cur.max_bytes > kSlabBytes;
+    if (cur.count > 0 && (max > kSlabBytes || cur_large || cur.max_bytes + max > kSlabMaxBytes)) {
       slabs.push_back(cur);
       cur = Slab();
       cur.first = i;
@@ -608,14 +622,16 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
   if (slabs.size() == 1) {
     write(slabs[0]);
   } else {
+    // The first slab on this thread, the others on the tier's writers.
     TaskGroup group;
-    group.Add(static_cast<int>(slabs.size()));
-    for (auto& sl : slabs) {
-      pool_->Submit([&, slab = &sl] {
+    group.Add(static_cast<int>(slabs.size() - 1));
+    for (size_t i = 1; i < slabs.size(); ++i) {
+      pool_->Submit([&, slab = &slabs[i]] {
         write(*slab);
         group.Done();
       });
     }
+    write(slabs[0]);
     (void)group.Wait();  // each slab keeps its own status, checked below
   }
   Status first_error;
