@@ -14,7 +14,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -112,12 +111,14 @@ TEST_CASE("concurrent stores of large objects all land intact") {
 }
 
 // Numbers every write submission's start and end on one clock, and holds
-// the first few back so a second writer surely arrives mid-record.
+// the first few back so a second writer surely arrives mid-record; records
+// the thread that made each.
 class WriteOrderIo final : public FileIoWrapper {
  public:
   using FileIoWrapper::FileIoWrapper;
   struct Write {
     uint64_t offset, bytes, start, end;
+    std::thread::id thread;
   };
   Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
     if (r.empty() || r[0].op != IoRequest::Op::kWrite) return FileIoWrapper::SubmitAndWait(r, qd);
@@ -127,7 +128,7 @@ class WriteOrderIo final : public FileIoWrapper {
     uint64_t bytes = 0;
     for (const IoRequest& q : r) bytes += q.len;
     std::lock_guard<std::mutex> l(mu_);
-    writes_.push_back({r[0].offset, bytes, start, clock_.fetch_add(1)});
+    writes_.push_back({r[0].offset, bytes, start, clock_.fetch_add(1), std::this_thread::get_id()});
     return st;
   }
   std::vector<Write> writes() {
@@ -190,47 +191,20 @@ TEST_CASE("a streamed record's header waits behind at most four pieces of the ne
   tier.Free((*lb)[0]);
 }
 
-// Records each write submission: its bytes and the thread that made it.
-class SubmissionIo : public FileIoWrapper {
- public:
-  using FileIoWrapper::FileIoWrapper;
-  struct Write {
-    uint64_t bytes;
-    std::thread::id thread;
-  };
-  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
-    if (!r.empty() && r[0].op == IoRequest::Op::kWrite) {
-      uint64_t bytes = 0;
-      for (const IoRequest& q : r) bytes += q.len;
-      std::lock_guard<std::mutex> l(mu_);
-      writes_.push_back({bytes, std::this_thread::get_id()});
-    }
-    return FileIoWrapper::SubmitAndWait(r, qd);
-  }
-  std::vector<Write> TakeWrites() {
-    std::lock_guard<std::mutex> l(mu_);
-    return std::exchange(writes_, {});
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<Write> writes_;
-};
-
 TEST_CASE("a demotion batch of small objects is one slab, written by the storing thread") {
   // 8 MiB of 4 KiB objects (DemotionPolicy's batch into a file tier) makes
   // 9 MiB of records: it used to be split into an 8 MiB slab and a 1 MiB
   // one, both queued for the tier's writer threads while the caller waited.
   TempDir dir("ftier");
   auto base = Io();
-  SubmissionIo io(base.get());
+  WriteOrderIo io(base.get());
   FileTier tier(FileConfig(dir.path(), false), 1, &io, nullptr);
   REQUIRE(tier.Open().ok());
   std::vector<Obj> batch;
   for (int i = 0; i < 2048; ++i) batch.push_back(MakeObj("k" + std::to_string(i), {4096}, 100 + i));
   auto locs = StoreAll(tier, batch);
   REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
-  auto writes = io.TakeWrites();
+  auto writes = io.writes();
   REQUIRE(writes.size() == 1);
   CHECK(writes[0].bytes > (8u << 20));
   CHECK(writes[0].thread == std::this_thread::get_id());
@@ -242,7 +216,8 @@ TEST_CASE("a demotion batch of small objects is one slab, written by the storing
   for (int i = 0; i < 8192; ++i) big.push_back(MakeObj("b" + std::to_string(i), {4096}, 5000 + i));
   auto big_locs = StoreAll(tier, big);
   REQUIRE_MESSAGE(big_locs.ok(), big_locs.status().ToString());
-  writes = io.TakeWrites();
+  writes = io.writes();
+  writes.erase(writes.begin());  // the batch's above
   uint64_t total = 0;
   int by_caller = 0;
   for (const auto& w : writes) {
