@@ -83,16 +83,16 @@ void Mover::Remeasure() {
 void Mover::Wake() {
   if (scheduler_ == nullptr) return;
   std::lock_guard<std::mutex> l(mu_);
-  for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
-    bounds_[t].stuck = false;
-    KickLocked(static_cast<int>(t));
-  }
+  RetryAllLocked();
 }
 
 void Mover::Nudge() {
   if (scheduler_ == nullptr) return;
   std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
-  if (!l.owns_lock()) return;
+  if (l.owns_lock()) RetryAllLocked();
+}
+
+void Mover::RetryAllLocked() {
   for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
     bounds_[t].stuck = false;
     KickLocked(static_cast<int>(t));

@@ -142,6 +142,8 @@ class Mover {
   bool StalledLocked(int t, uint64_t* seen, std::chrono::steady_clock::time_point* progressed) const;
   // REQUIRES: mu_. Starts batches of boundary t while the policy wants some.
   void KickLocked(int t);
+  // REQUIRES: mu_. Clears every boundary's stuck mark and kicks it (Wake, Nudge).
+  void RetryAllLocked();
   // EngineCore::Pressure for every boundary; outside mu_ (asking the
   // driver for free device memory).
   std::vector<uint64_t> MeasurePressure();

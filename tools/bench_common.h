@@ -195,7 +195,7 @@ struct SpillRun {
   uint64_t sync_demotions = 0;
   // The Put thread from the first Put to the return of Flush: seconds its
   // Puts waited for the mover to make room (EngineStats::backpressure_wait_ns)
-  // and seconds it ran on a CPU (getrusage RUSAGE_THREAD).
+  // and seconds it ran on a CPU (ThreadCpuSeconds: CLOCK_THREAD_CPUTIME_ID).
   double put_wait_s = kNaN, put_cpu_s = kNaN;
   uint64_t read_objects = 0, file_hits = 0, bad = 0;
   // The same read-back by one thread, over other spilled objects.

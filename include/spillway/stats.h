@@ -64,10 +64,11 @@ struct EngineStats {
   uint64_t misses = 0;  // Gets of absent keys
   uint64_t erases = 0;
   uint64_t sync_demotions = 0;  // demotions done on the caller's thread (backpressure)
-  // Reservations (Put, PutExternal, a device allocation) that found their
-  // tier full and waited for the background mover to make room, and the
-  // time they waited, in nanoseconds (totals). A caller's share of a spill
-  // spent here is what the mover and the tiers below cost it.
+  // Reservations (Put, an adopted host allocation, a device allocation, a
+  // Prefetch's promotion) that found their tier full and waited for the
+  // background mover to make room, and the time they waited, in nanoseconds
+  // (totals). A caller's share of a spill spent here is what the mover and
+  // the tiers below cost it.
   uint64_t backpressure_waits = 0;
   uint64_t backpressure_wait_ns = 0;
   uint64_t event_log_lines = 0;    // event log lines written (0 when the log is off)
