@@ -479,7 +479,13 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   }
   std::vector<IoRequest> reqs;
   BuildRequests(&seg->file, IoRequest::Op::kWrite, buf, base, len, config().io.block_bytes, &reqs);
-  Status st = io_->SubmitAndWait(reqs, config().io.queue_depth);
+  Status st;
+  {
+    // In turn (Stripe::slab_writes): the first slab encoded is the first
+    // on the disk and the first done.
+    FifoGate::Pass pass = stripes_[stripe]->slab_writes.Enter();
+    st = io_->SubmitAndWait(reqs, config().io.queue_depth);
+  }
   if (!st.ok()) return AbandonWrite(stripe, seg, base, len, static_cast<int64_t>(slab.count), st);
   seg->dirty.store(true, std::memory_order_relaxed);
   for (size_t i = 0; i < slab.count; ++i) {

@@ -4,7 +4,8 @@
 // the middle of a streamed record leaves nothing a scan could revive; freed
 // blocks are punched in the background but are gone once Sync returns. Two
 // streamed records are written one after the other, header included. Each
-// segment is preallocated whole before its first write.
+// segment is preallocated whole before its first write. Slab writes reach
+// a path's disk two at a time, in turn.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -230,6 +231,59 @@ TEST_CASE("a demotion batch of small objects is one slab, written by the storing
   for (size_t i = 0; i < big.size(); i += 331) CheckReadsBack(tier, (*big_locs)[i], big[i]);
   for (Location& l : *locs) tier.Free(l);
   for (Location& l : *big_locs) tier.Free(l);
+}
+
+// Counts write submissions on the disk at once, each held there a while so
+// that concurrent ones surely overlap.
+class ConcurrentWritesIo final : public FileIoWrapper {
+ public:
+  using FileIoWrapper::FileIoWrapper;
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    if (r.empty() || r[0].op != IoRequest::Op::kWrite) return FileIoWrapper::SubmitAndWait(r, qd);
+    const int now = inside_.fetch_add(1) + 1;
+    int m = most_.load();
+    while (now > m && !most_.compare_exchange_weak(m, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    Status st = FileIoWrapper::SubmitAndWait(r, qd);
+    inside_.fetch_sub(1);
+    writes_.fetch_add(1);
+    return st;
+  }
+  int most() const { return most_.load(); }
+  int writes() const { return writes_.load(); }
+
+ private:
+  std::atomic<int> inside_{0}, most_{0}, writes_{0};
+};
+
+TEST_CASE("slab writes go to a path's disk two at a time, whatever the number of storing threads") {
+  // Demotion batches that a full tier starts together used to share the
+  // disk and finish together, so the tier above emptied by half at once
+  // and refilled with nothing in flight (FileTier::Stripe::slab_writes).
+  TempDir dir("ftier");
+  auto base = Io();
+  ConcurrentWritesIo io(base.get());
+  FileTier tier(FileConfig(dir.path(), false), 1, &io, nullptr);
+  REQUIRE(tier.Open().ok());
+  constexpr int kThreads = 6;
+  std::vector<std::vector<Obj>> batches(kThreads);
+  std::vector<StatusOr<std::vector<Location>>> locs(kThreads, StatusOr<std::vector<Location>>(Status::IOError("not run")));
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < 64; ++i) batches[t].push_back(MakeObj("t" + std::to_string(t) + "-" + std::to_string(i), {65536}, 1000 * t + i));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { locs[t] = StoreAll(tier, batches[t]); });
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    REQUIRE_MESSAGE(locs[t].ok(), locs[t].status().ToString());
+    for (size_t i = 0; i < batches[t].size(); i += 13) CheckReadsBack(tier, (*locs[t])[i], batches[t][i]);
+  }
+  CHECK(io.writes() == kThreads);  // one slab each
+  CHECK(io.most() == 2);
+  for (auto& l : locs) {
+    for (Location& x : *l) tier.Free(x);
+  }
 }
 
 TEST_CASE("a persistent tier recovers streamed records at their position") {
