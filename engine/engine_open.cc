@@ -278,6 +278,7 @@ EngineStats EngineCore::Stats() {
       ts.segments = ft->segment_count();
       ts.disk_bytes = ft->allocated_bytes();
     }
+    if (mover_ && i + 1 < tiers_.size()) ts.demotion_idle_ns = mover_->state(static_cast<int>(i)).idle_ns;
     s.objects += ts.objects;
     s.tiers.push_back(std::move(ts));
   }

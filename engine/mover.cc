@@ -10,6 +10,12 @@
 #include "engine/engine_core.h"
 
 namespace spillway::internal {
+namespace {
+uint64_t ElapsedNanos(std::chrono::steady_clock::time_point since) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
+}  // namespace
 
 Mover::Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler)
     : core_(core), demoter_(demoter), scheduler_(scheduler), bounds_(core->num_tiers()) {}
@@ -118,6 +124,7 @@ void Mover::KickLocked(int t) {
       return;
     }
     const uint64_t picked = Demoter::PickedBytes(*batch);
+    if (b.inflight_batches == 0) b.idle_ns += ElapsedNanos(b.idle_since);
     b.inflight_batches++;
     b.inflight_bytes += picked;
     b.batches_started++;
@@ -177,6 +184,7 @@ void Mover::FinishBatch(int t, uint64_t picked, const Demoter::Result& r) {
     std::lock_guard<std::mutex> l(mu_);
     Boundary& b = bounds_[t];
     b.inflight_batches--;
+    if (b.inflight_batches == 0) b.idle_since = std::chrono::steady_clock::now();
     b.inflight_bytes -= picked;
     b.batches_done++;
     b.moved_bytes += r.moved;
@@ -422,7 +430,9 @@ void Mover::WaitIdle() {
 
 Mover::BoundaryState Mover::state(int t) {
   std::lock_guard<std::mutex> l(mu_);
-  return bounds_[t];
+  BoundaryState s = bounds_[t];
+  if (s.inflight_batches == 0) s.idle_ns += ElapsedNanos(bounds_[t].idle_since);
+  return s;
 }
 
 }  // namespace spillway::internal

@@ -122,6 +122,9 @@ class Mover {
     uint64_t batches_done = 0;
     int max_inflight_seen = 0;
     bool stuck = false;  // the last batch moved nothing; retried on Wake or the tick
+    // Nanoseconds since the mover was made with no batch of this boundary
+    // queued or running (TierStats::demotion_idle_ns).
+    uint64_t idle_ns = 0;
   };
   BoundaryState state(int t);
 
@@ -129,6 +132,8 @@ class Mover {
   struct Boundary : BoundaryState {
     uint64_t pressure_bytes = 0;
     uint64_t moved_bytes = 0;  // by all completed batches
+    // When inflight_batches last became 0 (idle_ns counts up to it).
+    std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::now();
   };
   // REQUIRES: mu_. A value that changes whenever bytes move or are freed in
   // tier t or below (MakeRoom's measure of progress).

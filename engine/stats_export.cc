@@ -315,6 +315,7 @@ std::string StatsToJson(const EngineStats& s, int indent) {
                           {"io_errors", t.io_errors},
                           {"segments", t.segments},
                           {"disk_bytes", t.disk_bytes},
+                          {"demotion_idle_seconds", t.demotion_idle_ns / 1e9},
                           {"compression_ratio", t.compression_ratio()}});
   }
   j["boundaries"] = nlohmann::json::array();
@@ -396,6 +397,9 @@ std::string StatsToPrometheus(const EngineStats& s) {
               [](const TierStats& t) { return t.promotions_in; });
   tier_family("tier_promotions_out_total", "counter", "Objects promoted out of the tier to a tier above.",
               [](const TierStats& t) { return t.promotions_out; });
+  tier_family("tier_demotion_idle_seconds_total", "counter",
+              "Time with no demotion batch out of the tier queued or running (0 for the last tier).",
+              [](const TierStats& t) { return t.demotion_idle_ns / 1e9; });
   tier_family("tier_checksum_failures_total", "counter", "Reads from the tier that failed checksum verification.",
               [](const TierStats& t) { return t.checksum_failures; });
   tier_family("tier_io_errors_total", "counter", "I/O errors reported by the tier.",

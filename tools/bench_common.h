@@ -197,6 +197,8 @@ struct SpillRun {
   // Puts waited for the mover to make room (EngineStats::backpressure_wait_ns)
   // and seconds it ran on a CPU (ThreadCpuSeconds: CLOCK_THREAD_CPUTIME_ID).
   double put_wait_s = kNaN, put_cpu_s = kNaN;
+  // The spill's time with no host -> file demotion batch queued or running.
+  double batch_idle_s = kNaN;
   uint64_t read_objects = 0, file_hits = 0, bad = 0;
   // The same read-back by one thread, over other spilled objects.
   double single_read_bps = kNaN, single_read_s = 0;

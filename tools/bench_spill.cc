@@ -317,6 +317,9 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
     r.close_s = Now() - tc;
   };
   io.record_writes = true;
+  const EngineStats stats_before = engine->Stats();
+  const TierStats* host_before = TierNamed(stats_before, "host");
+  const uint64_t idle_before = host_before ? host_before->demotion_idle_ns : 0;
   const double cpu0 = ThreadCpuSeconds();
   const double t0 = Now();
   for (uint64_t i = 0; i < count; ++i) {
@@ -356,6 +359,7 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
   r.file_objects = ft ? ft->objects : 0;
   r.sync_demotions = stats.sync_demotions;
   r.put_wait_s = stats.backpressure_wait_ns / 1e9;
+  if (const TierStats* ht = TierNamed(stats, "host")) r.batch_idle_s = (ht->demotion_idle_ns - idle_before) / 1e9;
   r.write_bps = r.wall_s > 0 ? r.file_bytes / r.wall_s : kNaN;
   const uint64_t hits_before = ft ? ft->hits : 0;
   if (read_bytes == 0) {
@@ -815,7 +819,7 @@ void RunSpillSection(Context& ctx) {
   std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, get1_us = wr, touch1_us = wr,
                                    get1_io_us = wr, get1_wait_us = wr, rdb = wr, rd1raw = wr, pw = wr, pr = wr,
                                    erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr,
-                                   put_wait = wr, put_cpu = wr;
+                                   put_wait = wr, put_cpu = wr, batch_idle = wr;
   // References per object size and repetition, each measured right before
   // or right after that size's engine run: fio io_uring write at depth 32 (the target's
   // ceiling) and 64, the depth-32 write with --end_fsync=1, fio randread at
@@ -1000,6 +1004,7 @@ void RunSpillSection(Context& ctx) {
         if (sr.wall_s > 0) {
           put_wait[s][r] = 100 * sr.put_wait_s / sr.wall_s;
           put_cpu[s][r] = 100 * sr.put_cpu_s / sr.wall_s;
+          batch_idle[s][r] = 100 * sr.batch_idle_s / sr.wall_s;
         }
         if (sr.single_read_objects > 0 && sr.error.empty()) {
           get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
@@ -1022,7 +1027,7 @@ void RunSpillSection(Context& ctx) {
                         {"close_s", sr.close_s}, {"file_bytes", sr.file_bytes}, {"file_objects", sr.file_objects},
                         {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
                         {"sync_demotions", sr.sync_demotions}, {"put_wait_s", sr.put_wait_s},
-                        {"put_cpu_s", sr.put_cpu_s}, {"read_objects", sr.read_objects},
+                        {"put_cpu_s", sr.put_cpu_s}, {"batch_idle_s", sr.batch_idle_s}, {"read_objects", sr.read_objects},
                         {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
                         {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
                         {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
@@ -1186,6 +1191,9 @@ void RunSpillSection(Context& ctx) {
     rep.Add(Row{"spill.diag.put_cpu." + tag, 1,
                 "(diagnostic) the Put thread on a CPU, of the spill's time, " + name + " objects", Median(put_cpu[s]),
                 "%", "", kNaN, kNaN, kNaN, Better::kHigher, "", size_errors[s], put_cpu[s]});
+    rep.Add(Row{"spill.diag.batch_idle." + tag, 1,
+                "(diagnostic) no demotion batch queued or running, of the spill's time, " + name + " objects",
+                Median(batch_idle[s]), "%", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s], batch_idle[s]});
     rep.Add(with_command(Row{"spill.read." + tag, 1,
                              "file -> host read-back, " + name + " objects (" + std::to_string(kReaders) + " readers)",
                              Median(gbs(rd[s])), "GB/s", "fio randread " + bs_name + " QD" + std::to_string(kReaders),

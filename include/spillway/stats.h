@@ -31,6 +31,11 @@ struct TierStats {
   uint64_t io_errors = 0;
   uint64_t segments = 0;         // file tiers: segment files
   uint64_t disk_bytes = 0;       // file tiers: bytes allocated on disk
+  // Time since the engine opened during which no demotion batch out of
+  // this tier was queued or running (the mover's batches; 0 for the last
+  // tier). Over a spill, the share of it spent here is the time the tier
+  // below received nothing from this one.
+  uint64_t demotion_idle_ns = 0;
   // stored / raw of what was written (1.0 for no codec; < 1 compresses)
   double compression_ratio() const {
     return raw_bytes_written ? static_cast<double>(bytes_written) / raw_bytes_written : 1.0;

@@ -179,6 +179,34 @@ TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle run
   }
 }
 
+TEST_CASE("a tier's demotion idle time grows while no batch out of it is queued or running, and only then") {
+  // TierStats::demotion_idle_ns: what spillway bench section 1 reports as
+  // the spill's time with no demotion batch in flight.
+  TempDir dir("mover");
+  ManualScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
+  const auto idle = [&] { return e->Stats().tiers[0].demotion_idle_ns; };
+  const uint64_t ms = 1000000;
+  const uint64_t i0 = idle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const uint64_t i1 = idle();
+  CHECK(i1 >= i0 + 30 * ms);  // nothing queued: idle
+  for (int i = 0; i < 39; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  REQUIRE(Core(*e).mover().state(0).inflight_batches >= 1);  // queued, not run
+  const uint64_t i2 = idle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const uint64_t i3 = idle();
+  CHECK(i3 == i2);  // a batch is queued: not idle, however long it waits
+  REQUIRE(e->Flush().ok());  // runs every batch; the boundary is idle again
+  REQUIRE(Core(*e).mover().state(0).inflight_batches == 0);
+  const uint64_t i4 = idle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(idle() >= i4 + 30 * ms);
+  CHECK(e->Stats().tiers[1].demotion_idle_ns == 0);  // the last tier demotes nothing
+  CHECK(StatsToJson(e->Stats()).find("\"demotion_idle_seconds\"") != std::string::npos);
+  CHECK(StatsToPrometheus(e->Stats()).find("spillway_tier_demotion_idle_seconds_total{") != std::string::npos);
+}
+
 TEST_CASE("a reservation that takes the tier past its high watermark queues a demotion before the object is in") {
   // The Put that reserves copies its object in afterwards (a long copy for a
   // large object in memory the process never touched); the demotion of what
