@@ -61,7 +61,6 @@ class FifoGate {
     std::lock_guard<std::mutex> l(mu_);
     return static_cast<int>(next_ticket_ - admitted_);
   }
-  int limit() const { return limit_; }
 
  private:
   void Leave() {

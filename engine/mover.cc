@@ -318,8 +318,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
     cv_.wait_for(l, std::chrono::milliseconds(20));
   }
   b.waiting_bytes -= bytes;
-  core_->CountBackpressureWait(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wait_start).count()));
+  core_->CountBackpressureWait(ElapsedNanos(wait_start));
   // A caller that waited for room holds it now and is about to copy its
   // object in; the tier is usually past its high watermark again, and the
   // next demotion starts here rather than after the insert (the Put wakes

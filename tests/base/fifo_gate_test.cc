@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -29,14 +30,12 @@ TEST_CASE("FifoGate lets waiting callers through in the order they arrived") {
   // One at a time, so that the order they record in is the order they
   // went through (two inside at once could record in either order).
   {
-    constexpr int limit = 1;
-    FifoGate gate(limit);
-    // The test holds every place, so each thread below waits at the gate;
+    FifoGate gate(1);
+    // The test holds the one place, so each thread below waits at the gate;
     // it starts the next only once the last one waits there, which fixes
     // the order of their tickets.
-    std::vector<FifoGate::Pass> held;
-    for (int i = 0; i < limit; ++i) held.push_back(gate.Enter());
-    CHECK(gate.inside() == limit);
+    std::optional<FifoGate::Pass> held(gate.Enter());
+    CHECK(gate.inside() == 1);
     constexpr int kThreads = 8;
     std::mutex mu;
     std::vector<int> order;
@@ -53,7 +52,7 @@ TEST_CASE("FifoGate lets waiting callers through in the order they arrived") {
       std::lock_guard<std::mutex> l(mu);
       CHECK(order.empty());  // nobody passed a full gate
     }
-    held.clear();
+    held.reset();
     for (std::thread& t : threads) t.join();
     std::vector<int> want(kThreads);
     for (int i = 0; i < kThreads; ++i) want[i] = i;
