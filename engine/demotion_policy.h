@@ -4,6 +4,7 @@
 // (EvictionPolicy does: which objects, least recently used first).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "tiers/tier.h"
@@ -16,6 +17,9 @@ struct BoundaryLoad {
   uint64_t waiting_bytes = 0;   // bytes callers wait to reserve in the tier (backpressure)
   uint64_t requested_bytes = 0; // room asked for ahead of need (promotions, a boundary above)
   uint64_t pressure_bytes = 0;  // device memory taken outside the engine (gpu headroom)
+  // A writer (a Put, not a read's promotion) waited for room in the tier
+  // within the last kSustainFor: a spill is going on (DemotionPolicy::Want).
+  bool sustained = false;
 };
 
 class DemotionPolicy {
@@ -33,6 +37,15 @@ class DemotionPolicy {
   // stays full until nobody waits, but no more than WaitingBatchBytes
   // beyond what the waiters need: in a small tier, MaxInflight batches
   // would be the whole tier, and one waiting caller would empty it.
+  // While a spill goes on (load.sustained), batches also start whenever
+  // the part of the tier not already moving holds a whole batch above
+  // SustainedFloorBytes: the pipeline stays full between watermark
+  // crossings instead of draining to the low watermark and idling while
+  // the caller refills the band up to high. Measured on the H100 (a disk
+  // faster than one Put thread, 2026-12-06): with a 64 MiB host tier the
+  // waiters' 32 MiB in flight took the tier below low, nothing started
+  // until the Put had refilled it past high, and no batch was in flight
+  // 22% of a 4 KiB spill (0.41x of fio).
   uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // Raw bytes per batch from `from` to `to` (the first tier below): one
   // batch into a file tier fills one write slab (8 MiB: io.block_bytes
@@ -68,6 +81,16 @@ class DemotionPolicy {
   // afternoon, each against fio in the same run
   // (bench/results/h200-2026-12-02-policy.md).
   static uint64_t WaitingBatchBytes(const Tier& tier);
+  // low - WaitingBatchBytes: how far a sustained spill empties the tier
+  // (a quarter of a tier below 256 MiB, 64 MiB below low above it). The
+  // cost: a spill that stops leaves the tier this low, not at low.
+  static uint64_t SustainedFloorBytes(const Tier& tier);
+  // For a caller that has just put bytes into `from`: the used bytes above
+  // which Want has a batch to start although the tier is below its high
+  // watermark (a sustained spill); no limit (UINT64_MAX) otherwise.
+  uint64_t NudgeAbove(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
+  // How long after a caller's wait for room a boundary counts as sustained.
+  static constexpr std::chrono::milliseconds kSustainFor{1000};
   // Raw bytes a caller demotes on its own thread (engines without a
   // background scheduler) to reserve `need` bytes: what it needs, and at
   // least one batch, so the tier below still receives large writes.

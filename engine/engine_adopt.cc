@@ -23,7 +23,7 @@ bool EngineCore::AdoptIntoHostTier(std::string_view key, const BlobPtr& blob, ui
     }
     puts_.fetch_add(1, std::memory_order_relaxed);
     Insert(key, bytes, static_cast<int>(t), std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));
-    if (tier.AboveHigh() && mover_) mover_->Nudge();
+    if (mover_) mover_->NudgeIfDue(static_cast<int>(t));
     return true;
   }
   return false;

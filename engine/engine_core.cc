@@ -222,7 +222,7 @@ Status EngineCore::Put(std::string_view key, std::span<const std::span<const std
       loc = std::move((*locs)[0]);
     }
     Insert(key, raw, static_cast<int>(t), std::move(loc), sequence);
-    if (tier.AboveHigh() && mover_) mover_->Nudge();
+    if (mover_) mover_->NudgeIfDue(static_cast<int>(t));
     return true;
   };
   for (size_t t = 0; t < tiers_.size(); ++t) {

@@ -138,7 +138,7 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   host->Spans(&spans);
   ObjectView view{key, spans};
   const uint64_t est = tiers_[g]->ReserveEstimate(view);
-  if (!mover_->MakeRoom(g, est)) {
+  if (!mover_->MakeRoom(g, est, Mover::RoomFor::kRead)) {
     Unpin(e);
     Unref(e);
     return Status::NoSpace("cannot make room for " + FormatBytes(est) + " on gpu tier '" + tiers_[g]->name() +

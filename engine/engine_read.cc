@@ -147,7 +147,7 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
   // without it this read is served as read and the next one promotes.
   // Prefetch's thread waits for the mover instead.
   if (!tiers_[h]->HasDeviceRoom(raw) ||
-      !(prefetch ? mover_->MakeRoom(h, raw) : mover_->ReserveForPromotion(h, raw))) {
+      !(prefetch ? mover_->MakeRoom(h, raw, Mover::RoomFor::kRead) : mover_->ReserveForPromotion(h, raw))) {
     return Handle(std::move(b), e, this);
   }
   // The record stays where it is as the entry's clean copy (scratch tiers;

@@ -18,7 +18,13 @@ uint64_t ElapsedNanos(std::chrono::steady_clock::time_point since) {
 }  // namespace
 
 Mover::Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler)
-    : core_(core), demoter_(demoter), scheduler_(scheduler), bounds_(core->num_tiers()) {}
+    : core_(core),
+      demoter_(demoter),
+      scheduler_(scheduler),
+      bounds_(core->num_tiers()),
+      nudge_above_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size())) {
+  for (size_t t = 0; t < bounds_.size(); ++t) nudge_above_[t].store(UINT64_MAX, std::memory_order_relaxed);
+}
 
 Mover::~Mover() { Stop(); }
 
@@ -110,18 +116,22 @@ void Mover::KickLocked(int t) {
   Boundary& b = bounds_[t];
   const Tier& from = core_->tier(t);
   const Tier& to = core_->tier(t + 1);
+  const bool sustained = b.waited && std::chrono::steady_clock::now() - b.last_wait < DemotionPolicy::kSustainFor;
+  const auto load_now = [&] {
+    return BoundaryLoad{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes, sustained};
+  };
   while (!b.stuck) {
-    const BoundaryLoad load{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes};
-    if (b.inflight_batches >= policy_.MaxInflight(from, to, load)) return;
+    const BoundaryLoad load = load_now();
+    if (b.inflight_batches >= policy_.MaxInflight(from, to, load)) break;
     const uint64_t want = policy_.Want(from, to, load);
-    if (want == 0) return;
+    if (want == 0) break;
     // Picking under the lock makes the in-flight count exact (a 64 MiB
     // object picked for an 8 MiB batch counts 64 MiB), so concurrent
     // batches never move more than the policy asked for.
     DemotionBatchPtr batch = demoter_->Pick(t, std::min(want, policy_.BatchBytes(from, to)));
     if (!batch) {
       b.stuck = true;
-      return;
+      break;
     }
     const uint64_t picked = Demoter::PickedBytes(*batch);
     if (b.inflight_batches == 0) b.idle_ns += ElapsedNanos(b.idle_since);
@@ -137,6 +147,16 @@ void Mover::KickLocked(int t) {
     scheduler_->Submit([this, t, picked, shared]() mutable {
       RunBatch(t, picked, std::move(shared));
     });
+  }
+  nudge_above_[t].store(policy_.NudgeAbove(from, to, load_now()), std::memory_order_relaxed);
+}
+
+void Mover::NudgeIfDue(int t) {
+  const Tier& tier = core_->tier(t);
+  if (tier.AboveHigh() ||
+      (static_cast<size_t>(t) + 1 < bounds_.size() &&
+       tier.used_bytes() > nudge_above_[t].load(std::memory_order_relaxed))) {
+    Nudge();
   }
 }
 
@@ -261,7 +281,7 @@ uint64_t Mover::ProgressLocked(int t) const {
   return sig;
 }
 
-bool Mover::MakeRoom(int t, uint64_t bytes) {
+bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
   Tier& tier = core_->tier(t);
   if (tier.TryReserve(bytes)) {
     // This reservation took the tier past its high watermark: start the
@@ -295,6 +315,11 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
   std::unique_lock<std::mutex> l(mu_);
   Boundary& b = bounds_[t];
   b.waiting_bytes += bytes;
+  const bool sustains = purpose == RoomFor::kWrite;
+  if (sustains) {
+    b.waited = true;
+    b.last_wait = wait_start;
+  }
   b.stuck = false;
   KickLocked(t);
   bool ok = false;
@@ -318,6 +343,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes) {
     cv_.wait_for(l, std::chrono::milliseconds(20));
   }
   b.waiting_bytes -= bytes;
+  if (sustains) b.last_wait = std::chrono::steady_clock::now();
   core_->CountBackpressureWait(ElapsedNanos(wait_start));
   // A caller that waited for room holds it now and is about to copy its
   // object in; the tier is usually past its high watermark again, and the
@@ -412,6 +438,7 @@ void Mover::WaitIdle() {
   {
     std::lock_guard<std::mutex> l(mu_);
     for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
+      bounds_[t].waited = false;  // the spill is over: only the watermarks start batches now
       bounds_[t].pressure_bytes = std::max(bounds_[t].pressure_bytes, pressure[t]);
       bounds_[t].stuck = false;
       KickLocked(static_cast<int>(t));

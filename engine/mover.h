@@ -27,6 +27,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -71,6 +72,11 @@ class Mover {
   // here put every small Put behind another thread's pick of a whole batch
   // (2,048 victims for 4 KiB objects).
   void Nudge();
+  // Nudge for a caller that has just put bytes into tier t, when the
+  // policy has a batch to start: the tier is above its high watermark, or
+  // a sustained spill (DemotionPolicy::Want) has a whole batch above its
+  // floor. Cheap otherwise (two loads).
+  void NudgeIfDue(int t);
   // Measures every boundary's pressure now (EngineCore::Pressure), as the
   // next tick would, and starts batches for it: what the last measure asked
   // for and no batch has picked yet is dropped, not served. For a changed
@@ -84,7 +90,11 @@ class Mover {
   // down are still running. Otherwise demotes on the caller's thread. Never
   // waits for a whole batch to be re-started: every completion re-tries the
   // reservation.
-  bool MakeRoom(int t, uint64_t bytes);
+  // A read's wait (a Prefetch, a promotion to a gpu tier) leaves the
+  // boundary as it was; a write's makes it sustained for
+  // DemotionPolicy::kSustainFor (a spill is going on).
+  enum class RoomFor { kWrite, kRead };
+  bool MakeRoom(int t, uint64_t bytes, RoomFor purpose = RoomFor::kWrite);
   // Reserves `bytes` in tier t for a promotion if it has room now. With a
   // scheduler, never demotes: a full tier gets a RequestRoom and the read is
   // served unpromoted. Without one (background_mover off) every demotion
@@ -109,7 +119,9 @@ class Mover {
   // the tiers below are full). Every move started before the call has
   // committed or aborted when it returns. With a manual scheduler, the
   // queued batches run on the caller's thread; with none, the caller runs
-  // the batches itself.
+  // the batches itself. A sustained spill (DemotionPolicy::Want) ends here:
+  // batches in flight finish, and no new one starts below the watermarks
+  // until a writer waits for room again.
   void WaitIdle();
 
   // For tests and stats: one boundary's state.
@@ -134,6 +146,11 @@ class Mover {
     uint64_t moved_bytes = 0;  // by all completed batches
     // When inflight_batches last became 0 (idle_ns counts up to it).
     std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::now();
+    // When a writer last waited for room in this tier (MakeRoom, at the
+    // start and the end of its wait): the boundary is sustained for
+    // DemotionPolicy::kSustainFor after it.
+    bool waited = false;
+    std::chrono::steady_clock::time_point last_wait;
   };
   // REQUIRES: mu_. A value that changes whenever bytes move or are freed in
   // tier t or below (MakeRoom's measure of progress).
@@ -167,6 +184,10 @@ class Mover {
   std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;  // a batch finished (room, idleness) or stop
   std::vector<Boundary> bounds_;
+  // Per tier, DemotionPolicy::NudgeAbove as of its boundary's last kick
+  // (UINT64_MAX: only the high watermark nudges). Read without mu_ by
+  // NudgeIfDue.
+  std::unique_ptr<std::atomic<uint64_t>[]> nudge_above_;
   bool stopping_ = false;
   bool tick_stop_ = false;
   std::condition_variable tick_cv_;

@@ -150,6 +150,35 @@ TEST_CASE("DemotionPolicy: a waiting caller keeps the disk queue full, but a sma
   small.Unreserve(8 << 20);
 }
 
+TEST_CASE("DemotionPolicy: a sustained spill keeps whole batches moving down to the floor, below the watermarks") {
+  TempDir dir("policy");
+  auto io = MakeFileIo();
+  FileTier file(FileTierConfig("f", dir.path(), 1ull << 30), 1, io.get(), nullptr);
+  REQUIRE(file.Open().ok());
+  internal::DemotionPolicy p;
+  HostTier host(HostTierConfig("h", 64 << 20), 0, nullptr);  // high 57.6 MiB, low 48
+  REQUIRE(p.BatchBytes(host, file) == (8u << 20));
+  REQUIRE(internal::DemotionPolicy::SustainedFloorBytes(host) == (16u << 20));  // low - capacity / 2
+  host.ForceReserve(40 << 20);  // below low
+  internal::BoundaryLoad load;
+  CHECK(p.Want(host, file, load) == 0);
+  CHECK(p.NudgeAbove(host, file, load) == UINT64_MAX);
+  CHECK(p.MaxInflight(host, file, load) == 1);  // nobody asks: one batch at most
+  load.sustained = true;
+  CHECK(p.Want(host, file, load) == (24u << 20));  // 40 - 16, in whole batches
+  CHECK(p.MaxInflight(host, file, load) == p.MaxInflight(file));
+  load.inflight_bytes = 16 << 20;  // 24 MiB not moving: one more batch
+  CHECK(p.Want(host, file, load) == (8u << 20));
+  CHECK(p.NudgeAbove(host, file, load) == (40u << 20));  // in flight + floor + one batch
+  load.inflight_bytes = 20 << 20;  // 20 MiB not moving: less than a batch above the floor
+  CHECK(p.Want(host, file, load) == 0);
+  host.Unreserve(40 << 20);
+  host.ForceReserve(10 << 20);  // below the floor: nothing, sustained or not
+  load.inflight_bytes = 0;
+  CHECK(p.Want(host, file, load) == 0);
+  host.Unreserve(10 << 20);
+}
+
 TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle runs them and leaves the tier under high") {
   TempDir dir("mover");
   ManualScheduler sched;
@@ -289,6 +318,66 @@ TEST_CASE("a Put that finds the tier full waits for one batch, not for every bat
   auto h = e->Get("late");
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(200 << 10, 99)));
+}
+
+TEST_CASE("after a Put waited, batches start below the high watermark until the spill ends") {
+  TempDir dir("mover");
+  GatedScheduler sched;
+  auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 256 << 20), &sched);
+  GatedScheduler::RunQueuedAtExit drain{sched};
+  const Tier& host = Core(*e).tier(0);
+  const uint64_t floor = internal::DemotionPolicy::SustainedFloorBytes(host);  // 1 MiB
+  const uint64_t batch = internal::DemotionPolicy().BatchBytes(host, Core(*e).tier(1));  // 512 KiB
+  const auto run_all = [&] {
+    while (sched.RunOne()) {
+    }
+  };
+  int seed = 0;
+  const auto put = [&] { REQUIRE(e->Put("k" + std::to_string(seed), Bytes(100 << 10, seed)).ok()); ++seed; };
+  // Fills the tier to the brim, then a Put waits for room (one batch runs).
+  const auto spill = [&] {
+    while (host.used_bytes() + (100 << 10) <= host.capacity_bytes()) put();
+    auto late = std::async(std::launch::async, [&] { return e->Put("late", Bytes(200 << 10, 99)); });
+    for (int i = 0; i < 10000 && Core(*e).mover().state(0).waiting_bytes == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(Core(*e).mover().state(0).waiting_bytes > 0);
+    REQUIRE(sched.RunOne());
+    REQUIRE(late.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    REQUIRE(late.get().ok());
+  };
+  // Puts that stay below the high watermark (3.6 MiB): do they queue a batch?
+  const auto below_high_starts_batch = [&] {
+    REQUIRE(sched.queued() == 0);
+    for (int i = 0; i < 10; ++i) put();
+    CHECK(host.used_bytes() < host.HighBytes());
+    const bool started = sched.queued() > 0;
+    run_all();
+    return started;
+  };
+  spill();
+  // Completions go on starting batches down to the floor, not to low (3 MiB).
+  run_all();
+  CHECK(host.used_bytes() < floor + batch);
+  // Puts below the high watermark start batches once a whole one is above
+  // the floor: the pipeline does not wait for the next crossing.
+  CHECK(below_high_starts_batch());
+  CHECK(below_high_starts_batch());
+  // A Flush ends the spill: only the watermarks start batches.
+  REQUIRE(e->Flush().ok());
+  CHECK_FALSE(below_high_starts_batch());
+  // So does kSustainFor without a wait.
+  run_all();
+  spill();
+  run_all();
+  CHECK(below_high_starts_batch());
+  std::this_thread::sleep_for(internal::DemotionPolicy::kSustainFor + std::chrono::milliseconds(100));
+  CHECK_FALSE(below_high_starts_batch());
+  CHECK(e->Stats().sync_demotions == 0);
+  for (const std::string& k : std::vector<std::string>{"k0", "late", "k" + std::to_string(seed - 1)}) {
+    auto h = e->Get(k);
+    REQUIRE_MESSAGE(h.ok(), k);
+  }
 }
 
 TEST_CASE("a Put waits past a second for a batch still in flight instead of going to the tier below") {
