@@ -148,7 +148,12 @@ void Mover::KickLocked(int t) {
       RunBatch(t, picked, std::move(shared));
     });
   }
-  nudge_above_[t].store(policy_.NudgeAbove(from, to, load_now()), std::memory_order_relaxed);
+  // With every batch the boundary may run in flight, a nudge cannot start
+  // one: the next completion kicks the boundary, and the Puts meanwhile
+  // do not each take the mover's lock for nothing.
+  const BoundaryLoad load = load_now();
+  const bool full = b.inflight_batches >= policy_.MaxInflight(from, to, load);
+  nudge_above_[t].store(full ? UINT64_MAX : policy_.NudgeAbove(from, to, load), std::memory_order_relaxed);
 }
 
 void Mover::NudgeIfDue(int t) {
