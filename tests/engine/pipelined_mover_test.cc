@@ -96,6 +96,13 @@ class CountingIo : public FileIoWrapper {
   std::atomic<int> read_batches{0}, write_batches{0}, max_read_requests{0}, read_depth{0};
 };
 
+// A file tier for the policy's arithmetic to demote into (nothing is written).
+struct PolicyDestination {
+  TempDir dir{"policy"};
+  std::unique_ptr<FileIo> io = MakeFileIo();
+  FileTier file{FileTierConfig("f", dir.path(), 1ull << 30), 1, io.get(), nullptr};
+};
+
 }  // namespace
 
 TEST_CASE("DemotionPolicy: nothing below the high watermark, down to low above it, less what is in flight") {
@@ -126,9 +133,8 @@ TEST_CASE("DemotionPolicy: nothing below the high watermark, down to low above i
 }
 
 TEST_CASE("DemotionPolicy: a waiting caller keeps the disk queue full, but a small tier is not emptied for it") {
-  TempDir dir("policy");
-  auto io = MakeFileIo();
-  FileTier file(FileTierConfig("f", dir.path(), 1ull << 30), 1, io.get(), nullptr);
+  PolicyDestination dest;
+  FileTier& file = dest.file;
   REQUIRE(file.Open().ok());
   internal::DemotionPolicy p;
   internal::BoundaryLoad waiting;
@@ -151,9 +157,8 @@ TEST_CASE("DemotionPolicy: a waiting caller keeps the disk queue full, but a sma
 }
 
 TEST_CASE("DemotionPolicy: a sustained spill keeps whole batches moving down to the floor, below the watermarks") {
-  TempDir dir("policy");
-  auto io = MakeFileIo();
-  FileTier file(FileTierConfig("f", dir.path(), 1ull << 30), 1, io.get(), nullptr);
+  PolicyDestination dest;
+  FileTier& file = dest.file;
   REQUIRE(file.Open().ok());
   internal::DemotionPolicy p;
   HostTier host(HostTierConfig("h", 64 << 20), 0, nullptr);  // high 57.6 MiB, low 48
