@@ -171,7 +171,11 @@ class EngineCore final : public Engine {
   // Get that waited for it read the record again), and a full memory tier
   // makes it wait for the mover to make room (Mover::MakeRoom) instead of
   // serving the read unpromoted.
-  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded, bool prefetch = false);
+  // `read_ns`: where `loaded` came from a batch read (AcquireKeys), its
+  // share of that read's time, by stored bytes, counted in the promotion's
+  // boundary time as a Get's own read is.
+  StatusOr<Handle> Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded, bool prefetch = false,
+                         int64_t read_ns = 0);
   // Acquire's and Prefetch's body. Keys are read and served in runs of at
   // most kReadRunBytes of file-resident data, so the first keys are promoted
   // while later ones are still on the disk. kPrefetch leaves absent keys

@@ -100,7 +100,7 @@ void EngineCore::EndLoading(Entry* e) {
 }
 
 StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where where, BlobPtr loaded,
-                                   bool prefetch) {
+                                   bool prefetch, int64_t read_ns) {
   Entry* e = p.e;
   const int t = p.t;
   if (tiers_[t]->kind() == TierKind::kGpu) {
@@ -116,7 +116,7 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
   if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key);
   if (tiers_[t]->is_memory()) return Handle(std::move(p.loc.blob), e, this);
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now() - std::chrono::nanoseconds(read_ns);
   BlobPtr b = std::move(loaded);
   if (!b) {
     auto blob = tiers_[t]->Load(p.loc, key);
@@ -280,6 +280,7 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       run_bytes += n;
     }
     std::vector<BlobPtr> loaded(end - begin);
+    std::vector<int64_t> read_ns(end - begin, 0);  // each key's share of its batch's read time
     for (size_t t = 0; t < tiers_.size() && first.ok(); ++t) {
       if (tiers_[t]->is_memory()) continue;
       std::vector<size_t> idx;
@@ -292,7 +293,18 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
         batch_keys.push_back(names[i]);
       }
       if (idx.empty()) continue;
+      const auto read_start = std::chrono::steady_clock::now();
       auto blobs = tiers_[t]->LoadBatch(locs, batch_keys);
+      const double read_time =
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - read_start).count();
+      uint64_t batch_bytes = 0;
+      for (const Location& l : locs) batch_bytes += l.stored_bytes;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        read_ns[idx[j] - begin] =
+            batch_bytes == 0 ? 0
+                             : static_cast<int64_t>(read_time * static_cast<double>(locs[j].stored_bytes) /
+                                                    static_cast<double>(batch_bytes));
+      }
       for (size_t j = 0; j < idx.size(); ++j) {
         if (blobs[j].ok()) {
           loaded[idx[j] - begin] = std::move(*blobs[j]);
@@ -307,7 +319,8 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       return first;  // handles released here: nothing stays pinned
     }
     for (size_t i = begin; i < end; ++i) {
-      auto h = Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), prefetch);
+      auto h =
+          Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), prefetch, read_ns[i - begin]);
       end_claims(i, i + 1);  // promoted (or not) now
       if (!h.ok()) {
         if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
