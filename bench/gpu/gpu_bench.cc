@@ -308,9 +308,11 @@ Status GpuToFile(Report& r, const Args& args, GpuTier& tier, PinnedHostAllocator
     r.Line("| host → file alone (FileTier::Store of host blobs), " + shape + " | " + F(h2f.median) + " (" +
            F(h2f.best) + ") | disk alone " + F(disk.median) + " | " + F(h2f.median / disk.median) + "× | |");
     const double ratio = slower > 0 ? g2f.median / slower : 0;
-    r.Line("| gpu → file, 8 MiB objects streamed from GpuTier, " + shape + " | " + F(g2f.median) + " (" +
-           F(g2f.best) + ") | min(PCIe D2H, disk) " + F(slower) + " | " + F(ratio) + "× | ≥ 0.85× " +
-           (ratio >= 0.85 ? "met" : "MISSED by " + F((0.85 - ratio) / 0.85 * 100, 0) + "%") + " |");
+    // A diagnostic of the file tier alone (one Store call at a time, no
+    // pipeline): the 0.85x target is the engine's path (engine_bench.cc).
+    r.Line("| (diagnostic) gpu → file, 8 MiB objects streamed from GpuTier, " + shape + " | " + F(g2f.median) +
+           " (" + F(g2f.best) + ") | min(PCIe D2H, disk) " + F(slower) + " | " + F(ratio) +
+           "× | (the target is the engine's path, below) |");
     r.Line("| gpu → file vs host → file, same writers | | host → file " + F(h2f.median) + " | " +
            F(g2f.median / h2f.median) + "× | |");
   }
