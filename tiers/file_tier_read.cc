@@ -4,9 +4,9 @@
 // time; a raw record of kBatchStreamedPieces blocks or more is read streamed,
 // kBatchStreamedAtOnce such records at once, below), each verified and
 // decoded into host memory. A window is the record's bytes rounded out to
-// 4 KiB blocks, or to the segment file's
-// direct-read alignment (FileHandle::read_align: 512 bytes on a disk of
-// 512-byte logical blocks) where that reads at most three quarters as much:
+// 4 KiB blocks, or to the segment file's direct-read alignment
+// (FileHandle::read_align: 512 bytes on a disk of 512-byte logical blocks)
+// where that reads at most three quarters as much:
 // a 4 KiB object, whose record is a little longer, reads 4.5 KiB rather than
 // two 4 KiB blocks. A 64 KiB object keeps its 4 KiB blocks: measured on both
 // machines, its 512-byte window saved little and read slower with four
