@@ -130,9 +130,19 @@ std::string FormatMarkdown(const Report& rep) {
   }
   os << "- scratch directory: " << rep.details.value("scratch", std::string()) << " ("
      << rep.details.value("scratch_fs", std::string()) << ")\n";
-  os << "- repetitions: " << rep.details.value("reps", 0) << "; wall time of the run: "
+  const int reps = rep.details.value("reps", 0);
+  os << "- repetitions: " << reps << "; wall time of the run: "
      << Num(rep.details.value("seconds", 0.0), 0) << " s, CPU time used (with child processes): "
      << Num(rep.details.value("cpu_seconds", 0.0), 0) << " s\n";
+  if (reps > 1 && reps % 2 == 1 && rep.details.contains("spill")) {
+    // Section 1 alternates which runs first, fio's references or the
+    // engine; a ratio moved with that order by up to a fifth (1 MiB spills,
+    // bench/results/order-2026-12-06.md), so an odd count weights one side.
+    os << "- section 1 with an odd number of repetitions: " << (reps + 1) / 2 << " of " << reps
+       << " measured fio's references right before the engine's run and " << reps / 2
+       << " right after it; a median over them leans to the first order (even counts balance it; the JSON's "
+          "`order` says which each was)\n";
+  }
   os << "- load average (1, 5, 15 min) at the start: " << rep.details.value("loadavg_start", std::string())
      << ", at the end: " << rep.details.value("loadavg_end", std::string())
      << ". Other work shared the machine: absolute figures are lower than on an idle machine; the ratios "
