@@ -14,7 +14,8 @@ namespace spillway::internal {
 bool EngineCore::AdoptIntoHostTier(std::string_view key, const BlobPtr& blob, uint64_t bytes) {
   for (size_t t = 0; t < tiers_.size(); ++t) {
     Tier& tier = *tiers_[t];
-    if (tier.kind() != TierKind::kHost || bytes > tier.capacity_bytes()) continue;
+    // Placement's admission rule (capacity, max_object_size), as for Put.
+    if (tier.kind() != TierKind::kHost || !placement_->Admits(static_cast<int>(t), bytes, bytes)) continue;
     if (!mover_->MakeRoom(static_cast<int>(t), bytes)) continue;
     auto loc = tier.Adopt(blob, bytes);
     if (!loc.ok()) {

@@ -114,7 +114,8 @@ StatusOr<std::vector<BlobPtr>> EngineCore::LoadBatchToHost(int t, std::span<cons
   return out;
 }
 
-StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key) {
+StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key,
+                                      BlobPtr loaded) {
   const int g = FirstGpuTier();
   if (g < 0) {
     Unpin(e);
@@ -125,6 +126,8 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   BlobPtr host;
   if (tiers_[t]->is_memory()) {
     host = std::move(loc.blob);
+  } else if (loaded) {
+    host = std::move(loaded);
   } else {
     auto b = tiers_[t]->Load(loc, key);
     if (!b.ok()) {
@@ -190,7 +193,7 @@ Status EngineCore::PutDeviceAllocation(std::string_view key, void* device_ptr, s
   for (uint64_t n : buffer_sizes) size += n;
   BlobPtr blob = GpuTier::WrapDeviceAllocation(device_ptr, size, buffer_sizes, std::move(release));
   puts_.fetch_add(1, std::memory_order_relaxed);
-  if (size <= tiers_[g]->capacity_bytes() && mover_->MakeRoom(g, size)) {
+  if (placement_->Admits(g, size, size) && mover_->MakeRoom(g, size)) {
     auto loc = tiers_[g]->Adopt(blob, size);
     if (loc.ok()) {
       Insert(key, size, g, std::move(*loc), next_sequence_.fetch_add(1, std::memory_order_relaxed));

@@ -1,14 +1,14 @@
 // EngineCore's read paths: Get, Acquire and Prefetch. A read pins the entry
 // under its shard lock, reads it (file-resident keys of one Acquire or
-// Prefetch in runs of batched requests: Tier::LoadBatch), and promotes it
-// into the first host tier only where that tier has room now. A read never
+// Prefetch in runs of batched requests: Tier::LoadBatch, whether they go to
+// host or device memory), and promotes it into the first host tier only
+// where that tier has room now (a device read: into the gpu tier, ToDevice). A read never
 // demotes or writes on its own thread: when the host tier is full it asks
 // the mover for room (Mover::RequestRoom) and serves the copy it read.
 // Prefetch runs on its own pool, where waiting is allowed: it waits for the
 // mover to make room so what it read is promoted, and a Get of a key it is
 // reading waits for it (Entry::kLoading) rather than reading it twice.
 #include <chrono>
-#include <future>
 
 #include "engine/engine_core.h"
 #include "engine/mover.h"
@@ -113,7 +113,7 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
     }
     return Handle(std::move(*host), e, this);
   }
-  if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key);
+  if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key, std::move(loaded));
   if (tiers_[t]->is_memory()) return Handle(std::move(p.loc.blob), e, this);
 
   const auto start = std::chrono::steady_clock::now() - std::chrono::nanoseconds(read_ns);
@@ -199,26 +199,6 @@ StatusOr<std::vector<Handle>> EngineCore::Acquire(std::span<const std::string> k
 StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::string> keys, Where where,
                                                       ReadMode mode) {
   const bool prefetch = mode == ReadMode::kPrefetch;
-  if (where == Where::kDevice) {
-    // Device copies go through the gpu tier one key at a time, concurrently.
-    std::vector<std::future<StatusOr<Handle>>> futures;
-    futures.reserve(keys.size());
-    for (const std::string& k : keys) {
-      futures.push_back(std::async(std::launch::async, [this, &k, where] { return Get(k, where); }));
-    }
-    std::vector<Handle> handles;
-    Status first;
-    for (size_t i = 0; i < futures.size(); ++i) {
-      auto h = futures[i].get();
-      if (!h.ok()) {
-        if (first.ok()) first = h.status().WithContext("acquire '" + keys[i] + "'");
-        continue;
-      }
-      if (!prefetch) handles.push_back(std::move(*h));
-    }
-    if (!first.ok()) return first;  // handles released here: nothing stays pinned
-    return handles;
-  }
   gets_.Add(keys.size());
   std::vector<PinnedRead> pins;
   std::vector<std::string_view> names;  // pins[i]'s key

@@ -50,8 +50,7 @@ int Placement::PromotionTarget(int from, uint64_t raw) const {
   for (int h = 0; h < from; ++h) {
     const Tier& tier = *tiers_[h];
     if (!tier.is_memory() || !tier.Accepts(MemoryKind::kHost) || tier.kind() == TierKind::kGpu) continue;
-    if (!Admits(h, raw, raw)) return -1;
-    return h;
+    if (Admits(h, raw, raw)) return h;  // else a later host tier may take it
   }
   return -1;
 }

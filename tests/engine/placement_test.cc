@@ -10,6 +10,7 @@
 
 #include "../config/config_test_util.h"
 #include "engine_test_util.h"
+#include "spillway/external.h"
 #include "spillway/file_io.h"
 
 using namespace spillway;
@@ -62,6 +63,60 @@ TEST_CASE("an object over a tier's max_object_size skips it on Put and is not pr
   auto h = e->Get("large");
   REQUIRE(h.ok());
   CHECK(HandleEquals(*h, Bytes(100 << 10, 2)));
+}
+
+// A live object that is never demoted in these tests.
+class InertExternal final : public ExternalObject {
+ public:
+  StatusOr<MaterializedObject> Materialize() override { return Status::InvalidArgument("not in this test"); }
+};
+
+TEST_CASE("an adopted or external object over a host tier's max_object_size is not held there") {
+  TempDir dir("placement");
+  Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
+  c.tiers[0].max_object_bytes = 64 << 10;
+  auto e = OpenOrDie(c);
+  // PutHostAllocation: admitted in place when small, copied down the chain
+  // (and released at once) when over the limit.
+  std::vector<std::byte> small = Bytes(32 << 10, 3), large = Bytes(100 << 10, 4);
+  std::atomic<int> released{0};
+  auto release = [&released](const std::byte*) { released.fetch_add(1); };
+  REQUIRE(e->PutHostAllocation("small", small.data(), {small.size()}, release).ok());
+  REQUIRE(e->PutHostAllocation("large", large.data(), {large.size()}, release).ok());
+  CHECK(released == 1);  // the large one: copied, not adopted
+  CHECK(ServingTier(*e, "small") == 0);
+  CHECK(ServingTier(*e, "large") == 1);
+  auto h = e->Get("large");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, large));
+  // PutExternal: an external object lives only in a host tier; over the
+  // limit of the only one, it is refused and nothing is stored.
+  CHECK(e->PutExternal("x-small", 32 << 10, std::make_shared<InertExternal>()).ok());
+  CHECK(e->PutExternal("x-large", 100 << 10, std::make_shared<InertExternal>()).IsNoSpace());
+  CHECK(e->Contains("x-small"));
+  CHECK_FALSE(e->Contains("x-large"));
+}
+
+TEST_CASE("a read promotes past a host tier whose max_object_size it exceeds, into the next host tier") {
+  TempDir dir("placement");
+  Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
+  c.tiers[0].max_object_bytes = 64 << 10;
+  c.tiers.insert(c.tiers.begin() + 1, HostTierConfig("host2", 1 << 20));
+  auto e = OpenOrDie(c);
+  // 20 x 100 KiB: past host (over its limit), through host2 (1 MiB) into the file tier.
+  for (int i = 0; i < 20; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
+  REQUIRE(e->Flush().ok());
+  CHECK(e->Stats().tiers[0].objects == 0);
+  // k0, the oldest, was demoted first. Keep only it (reading the others
+  // would promote them), so host2 has room for it.
+  for (int i = 1; i < 20; ++i) REQUIRE(e->Erase("k" + std::to_string(i)).ok());
+  REQUIRE(e->Flush().ok());
+  REQUIRE(e->Stats().tiers[1].objects == 0);
+  CHECK(ServingTier(*e, "k0") == 2);  // read from the file tier, promoted ...
+  CHECK(ServingTier(*e, "k0") == 1);  // ... into host2, not refused at host
+  auto h = e->Get("k0");
+  REQUIRE(h.ok());
+  CHECK(HandleEquals(*h, Bytes(100 << 10, 0)));
 }
 
 TEST_CASE("a demotion skips a tier below whose max_object_size the object exceeds") {
