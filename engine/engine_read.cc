@@ -9,6 +9,8 @@
 // mover to make room so what it read is promoted, and a Get of a key it is
 // reading waits for it (Entry::kLoading) rather than reading it twice.
 #include <chrono>
+#include <system_error>
+#include <thread>
 
 #include "engine/engine_core.h"
 #include "engine/mover.h"
@@ -20,6 +22,8 @@ namespace {
 
 // File-resident bytes one run of an Acquire or Prefetch reads before it
 // serves (and promotes) them: the file tier's largest single submission.
+// At most two runs are held at once: the one being served and the next,
+// read meanwhile.
 constexpr uint64_t kReadRunBytes = 64ull << 20;
 // How long a Get waits for a Prefetch's read of its key before reading it
 // itself.
@@ -247,26 +251,42 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
   handles.reserve(prefetch ? 0 : pins.size());
   Status first;
   // Runs of keys holding at most kReadRunBytes of file-resident data (at
-  // least one key): read as one batch per file tier, then served, so the
-  // first run is promoted while the next is read.
-  size_t begin = 0;
-  while (begin < pins.size()) {
-    size_t end = begin;
+  // least one key), each read as one batch per file tier. While one run is
+  // served (promoted: for a device read, copied into the gpu tier once the
+  // mover has made room there), the next is read on a helper thread, so the
+  // disk is not idle while the first keys are promoted.
+  struct Run {
+    size_t begin = 0, end = 0;
+    bool on_disk = false;           // any key of it file-resident
+    std::vector<BlobPtr> loaded;    // [i - begin]: key i's bytes, where read
+    std::vector<int64_t> read_ns;   // each key's share of its batch's read time
+    Status st;
+  };
+  auto make_run = [&](size_t begin) {
+    Run r;
+    r.begin = r.end = begin;
     uint64_t run_bytes = 0;
-    for (; end < pins.size(); ++end) {
-      if (tiers_[pins[end].t]->is_memory()) continue;
-      const uint64_t n = pins[end].loc.stored_bytes;
-      if (run_bytes > 0 && run_bytes + n > kReadRunBytes) break;
+    for (; r.end < pins.size(); ++r.end) {
+      if (tiers_[pins[r.end].t]->is_memory()) continue;
+      const uint64_t n = pins[r.end].loc.stored_bytes;
+      if (r.on_disk && run_bytes + n > kReadRunBytes) break;
       run_bytes += n;
+      r.on_disk = true;
     }
-    std::vector<BlobPtr> loaded(end - begin);
-    std::vector<int64_t> read_ns(end - begin, 0);  // each key's share of its batch's read time
-    for (size_t t = 0; t < tiers_.size() && first.ok(); ++t) {
+    r.loaded.resize(r.end - r.begin);
+    r.read_ns.assign(r.end - r.begin, 0);
+    return r;
+  };
+  // Reads r's file-resident keys. Touches only pins[r.begin, r.end) (their
+  // tier and location, which their pins keep), names and r itself, so it can
+  // run beside the serving of another run.
+  auto read_run = [&](Run& r) {
+    for (size_t t = 0; t < tiers_.size() && r.st.ok(); ++t) {
       if (tiers_[t]->is_memory()) continue;
       std::vector<size_t> idx;
       std::vector<Location> locs;
       std::vector<std::string_view> batch_keys;
-      for (size_t i = begin; i < end; ++i) {
+      for (size_t i = r.begin; i < r.end; ++i) {
         if (pins[i].t != static_cast<int>(t)) continue;
         idx.push_back(i);
         locs.push_back(pins[i].loc);
@@ -280,27 +300,39 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       uint64_t batch_bytes = 0;
       for (const Location& l : locs) batch_bytes += l.stored_bytes;
       for (size_t j = 0; j < idx.size(); ++j) {
-        read_ns[idx[j] - begin] =
+        r.read_ns[idx[j] - r.begin] =
             batch_bytes == 0 ? 0
                              : static_cast<int64_t>(read_time * static_cast<double>(locs[j].stored_bytes) /
                                                     static_cast<double>(batch_bytes));
-      }
-      for (size_t j = 0; j < idx.size(); ++j) {
         if (blobs[j].ok()) {
-          loaded[idx[j] - begin] = std::move(*blobs[j]);
-        } else if (first.ok()) {
-          first = blobs[j].status().WithContext("acquire '" + std::string(names[idx[j]]) + "'");
+          r.loaded[idx[j] - r.begin] = std::move(*blobs[j]);
+        } else if (r.st.ok()) {
+          r.st = blobs[j].status().WithContext("acquire '" + std::string(names[idx[j]]) + "'");
         }
       }
     }
-    if (!first.ok()) {
-      release_pins(begin);
-      end_claims(begin, pins.size());
-      return first;  // handles released here: nothing stays pinned
+  };
+  Run cur = make_run(0);
+  if (cur.on_disk) read_run(cur);
+  while (cur.begin < pins.size()) {
+    Run next = make_run(cur.end);
+    std::jthread reader;  // joins when it goes out of scope, on every path
+    if (cur.st.ok() && next.on_disk) {
+      try {
+        reader = std::jthread([&read_run, &next] { read_run(next); });
+      } catch (const std::system_error&) {
+        // no thread: read it after this run is served, as before
+      }
     }
-    for (size_t i = begin; i < end; ++i) {
-      auto h =
-          Serve(std::move(pins[i]), names[i], where, std::move(loaded[i - begin]), prefetch, read_ns[i - begin]);
+    if (!cur.st.ok()) {
+      if (reader.joinable()) reader.join();
+      release_pins(cur.begin);
+      end_claims(cur.begin, pins.size());
+      return cur.st;  // handles released here: nothing stays pinned
+    }
+    for (size_t i = cur.begin; i < cur.end; ++i) {
+      auto h = Serve(std::move(pins[i]), names[i], where, std::move(cur.loaded[i - cur.begin]), prefetch,
+                     cur.read_ns[i - cur.begin]);
       end_claims(i, i + 1);  // promoted (or not) now
       if (!h.ok()) {
         if (first.ok()) first = h.status().WithContext("acquire '" + std::string(names[i]) + "'");
@@ -308,7 +340,17 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
       }
       if (!prefetch) handles.push_back(std::move(*h));
     }
-    begin = end;
+    if (reader.joinable()) {
+      reader.join();
+    } else if (next.on_disk && first.ok()) {
+      read_run(next);
+    }
+    if (!first.ok() && next.begin < pins.size()) {
+      release_pins(next.begin);
+      end_claims(next.begin, pins.size());
+      return first;  // handles released here: nothing stays pinned
+    }
+    cur = std::move(next);
   }
   if (!first.ok()) return first;  // handles released here: nothing stays pinned
   return handles;

@@ -562,6 +562,81 @@ TEST_CASE("Acquire reads every file-resident key in one batch of requests") {
   CHECK(e->Stats().tiers[1].pinned_bytes == 0);
 }
 
+namespace {
+
+// Records which threads submit reads; fails those from any thread but
+// `caller` while `fail_others` is set.
+class ReadThreadsIo : public FileIoWrapper {
+ public:
+  explicit ReadThreadsIo(FileIo* t) : FileIoWrapper(t) {}
+  Status SubmitAndWait(std::span<IoRequest> r, uint32_t qd) override {
+    if (!r.empty() && r[0].op == IoRequest::Op::kRead) {
+      const auto me = std::this_thread::get_id();
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (me != caller) ++reads_elsewhere;
+      }
+      if (fail_others.load() && me != caller) return Status::IOError("injected read error");
+    }
+    return FileIoWrapper::SubmitAndWait(r, qd);
+  }
+  std::mutex mu;
+  std::thread::id caller = std::this_thread::get_id();
+  int reads_elsewhere = 0;
+  std::atomic<bool> fail_others{false};
+};
+
+}  // namespace
+
+TEST_CASE("Acquire reads its next run of keys while it serves the one before, and a failed run pins nothing") {
+  TempDir dir("mover");
+  auto io = MakeFileIo();
+  ReadThreadsIo threads(io.get());
+  EngineOptions o;
+  o.file_io = &threads;
+  o.background_mover = false;
+  Config c = HostFileChain(dir.path(), 1 << 20, 256 << 20);
+  c.policy.promote_on_read = false;
+  auto opened = Engine::Open(c, o);
+  REQUIRE(opened.ok());
+  auto& e = *opened;
+  // 80 MiB of 64 KiB objects in the file tier: two runs of at most 64 MiB,
+  // each read in windows (not streamed), so without a reader thread every
+  // read is submitted from this one.
+  constexpr int kKeys = 1280;
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    REQUIRE(e->Put(keys.back(), Bytes(64 << 10, i)).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  keys.resize(kKeys - 16);  // the newest may still be in the host tier
+  for (const auto& k : keys) REQUIRE(ServingTier(*e, k) == 1);
+  {
+    auto hs = e->Acquire(keys, Where::kHost);
+    REQUIRE(hs.ok());
+    REQUIRE(hs->size() == keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) CHECK(HandleEquals((*hs)[i], Bytes(64 << 10, i)));
+  }
+  {
+    std::lock_guard<std::mutex> l(threads.mu);
+    CHECK(threads.reads_elsewhere > 0);  // the second run was read on the helper
+  }
+  CHECK(e->Stats().tiers[1].pinned_bytes == 0);
+  // The second run's reads fail: the Acquire names a key, serves nothing,
+  // leaves nothing pinned, and the data is still there.
+  threads.fail_others = true;
+  auto failed = e->Acquire(keys, Where::kHost);
+  threads.fail_others = false;
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().find("acquire 'k") != std::string::npos);
+  CHECK(e->Stats().tiers[1].pinned_bytes == 0);
+  CHECK(e->Stats().tiers[0].pinned_bytes == 0);
+  auto again = e->Acquire(keys, Where::kHost);
+  REQUIRE(again.ok());
+  for (size_t i = 0; i < keys.size(); i += 97) CHECK(HandleEquals((*again)[i], Bytes(64 << 10, i)));
+}
+
 TEST_CASE("a large object is read as several requests in flight at once") {
   TempDir dir("mover");
   auto io = MakeFileIo();
