@@ -179,7 +179,8 @@ class EngineCore final : public Engine {
   // Acquire's and Prefetch's body. Keys are read and served in runs of at
   // most kReadRunBytes of file-resident data, the next run read on a helper
   // thread while one is served, so the first keys are promoted while later
-  // ones are still on the disk. kPrefetch leaves absent keys
+  // ones are still on the disk; to the device, by one Get per key,
+  // kDeviceReaders at once. kPrefetch leaves absent keys
   // out, claims each file-resident key it reads (Entry::kLoading; one
   // already claimed by another Prefetch is left to it), waits for room to
   // promote, and keeps no handles.

@@ -159,7 +159,9 @@ class Engine {
   // Brings every key to `where` and pins each until the returned handles
   // are released: call it before launching a kernel on those inputs. Keys in
   // a file tier are read as one batch of requests (the tier's queue depth in
-  // flight), for host and device memory alike. On any failure nothing stays pinned and the error names the key.
+  // flight) into host memory; into device memory up to 16 at once, each
+  // read, checked and copied to the device beside the others. On any
+  // failure nothing stays pinned and the error names the key.
   virtual StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) = 0;
   // The read-ahead hint (the Dask store calls it for a task's inputs): like
   // Acquire, but returns at once; in the background the keys in file tiers

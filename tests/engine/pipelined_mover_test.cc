@@ -184,7 +184,7 @@ TEST_CASE("DemotionPolicy: a sustained spill keeps whole batches moving down to 
   host.Unreserve(10 << 20);
 }
 
-TEST_CASE("a manual scheduler: several batches queued per boundary; WaitIdle runs them and leaves the tier under high") {
+TEST_CASE("a manual scheduler: several batches queued per boundary, WaitIdle runs them and leaves the tier under high") {
   TempDir dir("mover");
   ManualScheduler sched;
   auto e = OpenWith(HostFileChain(dir.path(), 4 << 20, 64 << 20), &sched);
@@ -588,7 +588,7 @@ class ReadThreadsIo : public FileIoWrapper {
 
 }  // namespace
 
-TEST_CASE("Acquire reads its next run of keys while it serves the one before, and a failed run pins nothing") {
+TEST_CASE("Acquire reads its next run of keys on a helper thread while it serves the one before, and a failed run pins nothing") {
   TempDir dir("mover");
   auto io = MakeFileIo();
   ReadThreadsIo threads(io.get());
@@ -635,6 +635,35 @@ TEST_CASE("Acquire reads its next run of keys while it serves the one before, an
   auto again = e->Acquire(keys, Where::kHost);
   REQUIRE(again.ok());
   for (size_t i = 0; i < keys.size(); i += 97) CHECK(HandleEquals((*again)[i], Bytes(64 << 10, i)));
+}
+
+TEST_CASE("Acquire to the device reads its keys on several threads, and without a gpu tier names a key and pins nothing") {
+  TempDir dir("mover");
+  EngineOptions o;
+  o.background_mover = false;
+  auto opened = Engine::Open(HostFileChain(dir.path(), 1 << 20, 64 << 20), o);
+  REQUIRE(opened.ok());
+  auto& e = *opened;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 64; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    REQUIRE(e->Put(keys.back(), Bytes(64 << 10, i)).ok());
+  }
+  REQUIRE(e->Flush().ok());
+  const uint64_t gets = e->Stats().gets;
+  auto hs = e->Acquire(keys, Where::kDevice);
+  REQUIRE_FALSE(hs.ok());
+  CHECK(hs.status().code() == StatusCode::kNotSupported);
+  CHECK(hs.status().message().find("acquire 'k") != std::string::npos);
+  CHECK(e->Stats().gets == gets + keys.size());  // every key was tried
+  CHECK(e->Stats().tiers[0].pinned_bytes == 0);
+  CHECK(e->Stats().tiers[1].pinned_bytes == 0);
+  e->Prefetch(keys, Where::kDevice);  // a hint: fails quietly
+  for (size_t i = 0; i < keys.size(); i += 7) {
+    auto h = e->Get(keys[i]);
+    REQUIRE(h.ok());
+    CHECK(HandleEquals(*h, Bytes(64 << 10, i)));
+  }
 }
 
 TEST_CASE("a large object is read as several requests in flight at once") {
