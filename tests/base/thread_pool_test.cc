@@ -10,7 +10,7 @@
 namespace spillway {
 namespace {
 
-TEST_CASE("ThreadPool runs every task; WaitIdle returns after the last one; the destructor drains the queue") {
+TEST_CASE("ThreadPool runs every task, WaitIdle returns after the last one, the destructor drains the queue") {
   std::atomic<int> ran{0};
   {
     ThreadPool pool(3);

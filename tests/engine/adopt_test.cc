@@ -75,7 +75,7 @@ TEST_CASE("an adopted object is demoted to the file tier, released after the mov
   for (auto& o : objs) CHECK(o->releases == 1);
 }
 
-TEST_CASE("replacing an adopted object releases it; no host room copies it down and releases at once") {
+TEST_CASE("replacing an adopted object releases it, no host room copies it down and releases at once") {
   TempDir dir("adopt");
   Owned a(1000, 1), b(1000, 2), big(2 << 20, 3);  // declared first: outlive the engine
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));

@@ -81,7 +81,7 @@ TEST_CASE("clean copies: a scan read back through a full host tier leaves what i
   CHECK(after.tiers[1].hits - before.tiers[1].hits <= 64 - in_host);
 }
 
-TEST_CASE("clean copies: erase and overwrite free them; the new value is read, never the copy") {
+TEST_CASE("clean copies: erase and overwrite free them, the new value is read, never the copy") {
   TempDir dir("clean");
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   auto data = Fill(*e);

@@ -12,7 +12,7 @@ using namespace spillway;
 using namespace spillway::internal;
 using namespace spillway::testing;
 
-TEST_CASE("readers racing promotions get good bytes; pins released on other threads leave pinned bytes at zero") {
+TEST_CASE("readers racing promotions get good bytes, pins released on other threads leave pinned bytes at zero") {
   TempDir dir("eng");
   Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
   c.policy.promote_on_read = true;

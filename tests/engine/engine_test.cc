@@ -33,7 +33,7 @@ TEST_CASE("put and get round trip, multi-buffer, arbitrary key bytes") {
   CHECK(e->Get("missing").status().IsNotFound());
 }
 
-TEST_CASE("an object larger than the host tier goes to the file tier; too large for all is NoSpace") {
+TEST_CASE("an object larger than the host tier goes to the file tier, too large for all is NoSpace") {
   TempDir dir("eng");
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 8 << 20));
   auto big = Bytes(2 << 20, 4);
@@ -90,7 +90,7 @@ TEST_CASE("the background mover brings a tier under its low watermark") {
   CHECK(s.tiers[0].objects + s.tiers[1].objects == 39);
 }
 
-TEST_CASE("pinned objects are never moved; puts fall through when the host tier is all pinned") {
+TEST_CASE("pinned objects are never moved, puts fall through when the host tier is all pinned") {
   TempDir dir("eng");
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   std::vector<Handle> pins;

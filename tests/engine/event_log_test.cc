@@ -50,7 +50,7 @@ std::unique_ptr<EventLog> OpenOrDie(const MetricsConfig& m, EventLog::Clock cloc
 
 }  // namespace
 
-TEST_CASE("event log: off is a null pointer; bad settings are refused") {
+TEST_CASE("event log: off is a null pointer, bad settings are refused") {
   MetricsConfig off;
   auto log = EventLog::Open(off);
   REQUIRE(log.ok());
@@ -142,7 +142,7 @@ TEST_CASE("event log: the token bucket allows a burst of one second, then the ra
   CHECK(ReadLines(path).size() == 250);
 }
 
-TEST_CASE("event log: rate limit under four threads with the real clock; lines never interleave") {
+TEST_CASE("event log: rate limit under four threads with the real clock, lines never interleave") {
   TempDir dir("obs-ev");
   const std::string path = dir.sub("mt.log");
   const uint32_t rate = 200;
@@ -198,7 +198,7 @@ TEST_CASE("event log: sampling is a fraction of keys, all moves of a sampled key
   CHECK(none->sampled_out() == 75);
 }
 
-TEST_CASE("event log: appends to an existing file; refuses symlinks and non-regular files") {
+TEST_CASE("event log: appends to an existing file, refuses symlinks and non-regular files") {
   TempDir dir("obs-ev");
   const std::string path = dir.sub("append.log");
   {

@@ -46,7 +46,7 @@ void DestroyAll(EvictionPolicy& policy, const std::vector<Entry*>& entries) {
 
 }  // namespace
 
-TEST_CASE("victims: a touched entry gets a second chance; picked and pinned entries are skipped") {
+TEST_CASE("victims: a touched entry gets a second chance, picked and pinned entries are skipped") {
   EvictionPolicy policy(1);
   std::vector<Entry*> entries = Inserted(policy, 6);  // e0 oldest
   EvictionPolicy::Touch(entries[0]);
@@ -75,7 +75,7 @@ TEST_CASE("victims: a list whose every entry was read recently still yields them
   DestroyAll(policy, entries);
 }
 
-TEST_CASE("victims: clean copies go first, oldest first, whatever their second chance; read-ahead ones last") {
+TEST_CASE("victims: clean copies go first, oldest first, whatever their second chance, read-ahead ones last") {
   EvictionPolicy policy(1);
   std::vector<Entry*> entries = Inserted(policy, 6);  // e0 oldest
   // e1, e3 and e4 have clean copies below; e3 was read since; e4 was read

@@ -139,7 +139,7 @@ TEST_CASE("demotion materializes an external object once, stores its bytes below
   CHECK(c.released == 8);
 }
 
-TEST_CASE("a failing Materialize keeps the object in memory, counted, not retried; others move past it") {
+TEST_CASE("a failing Materialize keeps the object in memory, counted, not retried, others move past it") {
   TempDir dir("external");
   auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   Counts c;

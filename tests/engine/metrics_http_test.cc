@@ -60,7 +60,7 @@ std::string Promtool(const std::string& text, const std::string& dir) {
 
 }  // namespace
 
-TEST_CASE("prometheus: constant labels lead every series; build_info and event-log counters are there") {
+TEST_CASE("prometheus: constant labels lead every series, build_info and event-log counters are there") {
   EngineStats s;
   s.labels = {{"worker", "w\"1"}, {"node", "n1"}};
   TierStats t;
@@ -183,7 +183,7 @@ TEST_CASE("metrics http: a real engine scraped on 127.0.0.1 passes promtool chec
   CHECK_MESSAGE(Promtool(body, dir.path()) == "", body.substr(0, 2000));
 }
 
-TEST_CASE("stats table: columns sized to their contents; a long tier name keeps the rows aligned") {
+TEST_CASE("stats table: columns sized to their contents, a long tier name keeps the rows aligned") {
   EngineStats s;
   for (const char* name : {"host", "a-very-long-tier-name-on-nvme-0"}) {
     TierStats t;

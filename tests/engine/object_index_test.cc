@@ -90,7 +90,7 @@ TEST_CASE("shard table: colliding hashes, runs that wrap past the end, and remov
   }
 }
 
-TEST_CASE("shard table: a key replaced under a colliding hash keeps its slot; growth keeps colliding keys") {
+TEST_CASE("shard table: a key replaced under a colliding hash keeps its slot, growth keeps colliding keys") {
   ObjectIndex::Shard shard;
   std::vector<Entry*> es;
   // 100 keys on one home slot: growth (16 -> 256 slots) rehashes them from

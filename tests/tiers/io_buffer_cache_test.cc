@@ -32,7 +32,7 @@ TEST_CASE("IoBufferCache: a buffer given back serves the next request of its siz
   CHECK(cache.idle() == 1);
 }
 
-TEST_CASE("IoBufferCache: at most `keep` idle buffers, the larger kept; Release frees them all") {
+TEST_CASE("IoBufferCache: at most `keep` idle buffers, the larger kept, Release frees them all") {
   IoBufferCache cache(2, 16 << 20);
   {
     std::vector<IoBufferCache::Lease> held;
