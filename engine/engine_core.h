@@ -231,10 +231,7 @@ class EngineCore final : public Engine {
   // engine_gpu.cc: the device halves of Put and Get.
   MemoryKind ClassifyBuffers(std::span<const std::span<const std::byte>> buffers, Where declared) const;
   StatusOr<BlobPtr> CopyDeviceToHost(const ObjectView& view);
-  // `loaded`: the record's bytes when a batch read already brought them to
-  // host memory (Acquire); null: read here.
-  StatusOr<Handle> ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key,
-                            BlobPtr loaded = nullptr);
+  StatusOr<Handle> ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key);
   StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs);
   bool CanAdoptHost(int t) const;
   void CreateGpuTier(const TierConfig& tc, int index, Status* st);

@@ -114,8 +114,7 @@ StatusOr<std::vector<BlobPtr>> EngineCore::LoadBatchToHost(int t, std::span<cons
   return out;
 }
 
-StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key,
-                                      BlobPtr loaded) {
+StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key) {
   const int g = FirstGpuTier();
   if (g < 0) {
     Unpin(e);
@@ -126,8 +125,6 @@ StatusOr<Handle> EngineCore::ToDevice(Entry* e, int t, uint64_t version, Locatio
   BlobPtr host;
   if (tiers_[t]->is_memory()) {
     host = std::move(loc.blob);
-  } else if (loaded) {
-    host = std::move(loaded);
   } else {
     auto b = tiers_[t]->Load(loc, key);
     if (!b.ok()) {

@@ -122,7 +122,7 @@ StatusOr<Handle> EngineCore::Serve(PinnedRead p, std::string_view key, Where whe
     }
     return Handle(std::move(*host), e, this);
   }
-  if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key, std::move(loaded));
+  if (where == Where::kDevice) return ToDevice(e, t, p.version, std::move(p.loc), key);
   if (tiers_[t]->is_memory()) return Handle(std::move(p.loc.blob), e, this);
 
   const auto start = std::chrono::steady_clock::now() - std::chrono::nanoseconds(read_ns);
@@ -295,9 +295,8 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
   Status first;
   // Runs of keys holding at most kReadRunBytes of file-resident data (at
   // least one key), each read as one batch per file tier. While one run is
-  // served (promoted: for a device read, copied into the gpu tier once the
-  // mover has made room there), the next is read on a helper thread, so the
-  // disk is not idle while the first keys are promoted.
+  // served (promoted where there is room), the next is read on a helper
+  // thread, so the disk is not idle while the first keys are promoted.
   struct Run {
     size_t begin = 0, end = 0;
     bool on_disk = false;           // any key of it file-resident
