@@ -12,6 +12,7 @@
 
 #include "spillway/config.h"
 #include "spillway/engine.h"
+#include "spillway/file_io.h"
 #include "test_util.h"
 
 namespace spillway::testing {
@@ -82,6 +83,17 @@ inline std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background = fals
 
 // Index of the tier whose hit counter a Get bumps (-1 when the Get fails).
 // Reads from a file tier may promote, so call it at most once per check.
+// Opens `c` or fails the test case; by default without the background mover
+// (Put demotes on its own thread).
+inline std::unique_ptr<Engine> MustOpen(const Config& c, FileIo* io = nullptr, bool background = false) {
+  EngineOptions o;
+  o.file_io = io;
+  o.background_mover = background;
+  auto e = Engine::Open(c, o);
+  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  return std::move(*e);
+}
+
 inline int ServingTier(Engine& e, std::string_view key) {
   auto before = e.Stats();
   auto h = e.Get(key);

@@ -38,16 +38,6 @@ std::unique_ptr<Engine> OpenWith(const Config& c, Scheduler* s, FileIo* io = nul
   return std::move(*e);
 }
 
-// The mover off (o.background_mover = false): Put demotes on its own thread.
-std::unique_ptr<Engine> OpenNoMover(const Config& c, FileIo* io = nullptr) {
-  EngineOptions o;
-  o.file_io = io;
-  o.background_mover = false;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
-
 // Background as far as the engine can tell (callers wait instead of
 // demoting), but a task runs only when the test steps it.
 class GatedScheduler final : public Scheduler {
@@ -547,7 +537,7 @@ TEST_CASE("Acquire reads every file-resident key in one batch of requests") {
   CountingIo counting(io.get());
   Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
   c.policy.promote_on_read = false;
-  auto e = OpenNoMover(c, &counting);
+  auto e = MustOpen(c, &counting);
   for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());
   REQUIRE(e->Flush().ok());
   std::vector<std::string> keys;
@@ -599,7 +589,7 @@ TEST_CASE("Acquire reads its next run of keys on a helper thread while it serves
   ReadThreadsIo threads(io.get());
   Config c = HostFileChain(dir.path(), 1 << 20, 256 << 20);
   c.policy.promote_on_read = false;
-  auto e = OpenNoMover(c, &threads);
+  auto e = MustOpen(c, &threads);
   // 80 MiB of 64 KiB objects in the file tier: two runs of at most 64 MiB,
   // each read in windows (not streamed), so without a reader thread every
   // read is submitted from this one.
@@ -639,7 +629,7 @@ TEST_CASE("Acquire reads its next run of keys on a helper thread while it serves
 
 TEST_CASE("Acquire to the device reads its keys on several threads, and without a gpu tier names a key and pins nothing") {
   TempDir dir("mover");
-  auto e = OpenNoMover(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   std::vector<std::string> keys;
   for (int i = 0; i < 64; ++i) {
     keys.push_back("k" + std::to_string(i));
@@ -668,7 +658,7 @@ TEST_CASE("a large object is read as several requests in flight at once") {
   CountingIo counting(io.get());
   Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
   c.tiers[1].io.segment_bytes = 32 << 20;
-  auto e = OpenNoMover(c, &counting);
+  auto e = MustOpen(c, &counting);
   auto big = Bytes(16 << 20, 7);  // larger than the host tier: stored in the file tier
   REQUIRE(e->Put("big", big).ok());
   auto h = e->Get("big");

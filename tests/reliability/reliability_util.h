@@ -54,15 +54,6 @@ inline Config RelChain(const std::string& root, uint64_t host_cap, std::vector<u
   return c;
 }
 
-inline std::unique_ptr<Engine> MustOpen(const Config& c, FileIo* io = nullptr, bool background = false) {
-  EngineOptions o;
-  o.file_io = io;
-  o.background_mover = background;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
-}
-
 // True when the handle holds exactly `want` (buffers concatenated).
 inline bool SameBytes(const Handle& h, const std::vector<std::byte>& want) {
   if (h.size() != want.size()) return false;
