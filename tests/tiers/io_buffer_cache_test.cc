@@ -32,6 +32,26 @@ TEST_CASE("IoBufferCache: a buffer given back serves the next request of its siz
   CHECK(cache.idle() == 1);
 }
 
+TEST_CASE("IoBufferCache: a request takes the smallest idle buffer that holds it, leaving larger ones for larger requests") {
+  IoBufferCache cache(4, 32 << 20);
+  std::byte *b16 = nullptr, *b4 = nullptr, *b8 = nullptr;
+  {
+    auto l16 = cache.Take(16 << 20), l4 = cache.Take(4 << 20), l8 = cache.Take(8 << 20);
+    b16 = l16.get(), b4 = l4.get(), b8 = l8.get();
+    REQUIRE(b16 != nullptr);
+    REQUIRE(b4 != nullptr);
+    REQUIRE(b8 != nullptr);
+  }  // given back in the order 8, 4, 16 (leases end in reverse order)
+  CHECK(cache.idle() == 3);
+  auto a = cache.Take(3 << 20);  // 4 MiB holds it: not the 16 or 8 MiB buffer
+  CHECK(a.get() == b4);
+  auto b = cache.Take(5 << 20);  // 8 MiB is the smallest left that holds it
+  CHECK(b.get() == b8);
+  auto c = cache.Take(16 << 20);  // and the 16 MiB buffer is still there
+  CHECK(c.get() == b16);
+  CHECK(cache.idle() == 0);
+}
+
 TEST_CASE("IoBufferCache: at most `keep` idle buffers, the larger kept, Release frees them all") {
   IoBufferCache cache(2, 16 << 20);
   {
