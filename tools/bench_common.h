@@ -200,6 +200,11 @@ struct SpillRun {
   // The spill's time with no host -> file demotion batch queued or running.
   double batch_idle_s = kNaN;
   uint64_t read_objects = 0, file_hits = 0, bad = 0;
+  // The process's CPU time during the 4 readers' read_s (getrusage: every
+  // thread, the engine's and the readers' comparisons with their sources
+  // alike), user and kernel, and its minor page faults.
+  double read_user_s = kNaN, read_sys_s = kNaN;
+  uint64_t read_minor_faults = 0;
   // The same read-back by one thread, over other spilled objects.
   double single_read_bps = kNaN, single_read_s = 0;
   uint64_t single_read_objects = 0;

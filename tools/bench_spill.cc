@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "spillway/engine.h"
 #include "codecs/codec.h"
 #include "engine/stats_export.h"
@@ -412,8 +414,15 @@ SpillRun SpillObjects(const std::string& dir, const DataPool& pool, uint64_t siz
     for (auto& th : readers) th.join();
   };
   const double t3 = Now();
+  struct rusage ru0 {}, ru1 {};
+  ::getrusage(RUSAGE_SELF, &ru0);
   read_range(0, n, kReaders);
   r.read_s = Now() - t3;
+  ::getrusage(RUSAGE_SELF, &ru1);
+  auto secs = [](const timeval& a, const timeval& b) { return (b.tv_sec - a.tv_sec) + (b.tv_usec - a.tv_usec) / 1e6; };
+  r.read_user_s = secs(ru0.ru_utime, ru1.ru_utime);
+  r.read_sys_s = secs(ru0.ru_stime, ru1.ru_stime);
+  r.read_minor_faults = static_cast<uint64_t>(ru1.ru_minflt - ru0.ru_minflt);
   if (failed) {
     r.error = first_error;
     close();
@@ -887,7 +896,8 @@ void RunSpillSection(Context& ctx) {
   std::vector<std::vector<double>> wr(ns, std::vector<double>(reps, kNaN)), rd = wr, rd1 = wr, get1_us = wr, touch1_us = wr,
                                    get1_io_us = wr, get1_wait_us = wr, rdb = wr, rd1raw = wr, pw = wr, pr = wr,
                                    erase_us = wr, put_alone = wr, disk_busy = wr, disk_inflight = wr,
-                                   put_wait = wr, put_cpu = wr, batch_idle = wr;
+                                   put_wait = wr, put_cpu = wr, batch_idle = wr, read_cores = wr,
+                                   read_sys_share = wr;
   // References per object size and repetition, each measured right before
   // or right after that size's engine run: fio io_uring write at depth 32 (the target's
   // ceiling) and 64, the depth-32 write with --end_fsync=1, fio randread at
@@ -1078,6 +1088,10 @@ void RunSpillSection(Context& ctx) {
           put_cpu[s][r] = 100 * sr.put_cpu_s / sr.wall_s;
           batch_idle[s][r] = 100 * sr.batch_idle_s / sr.wall_s;
         }
+        if (sr.read_s > 0 && sr.error.empty()) {
+          read_cores[s][r] = (sr.read_user_s + sr.read_sys_s) / sr.read_s;
+          read_sys_share[s][r] = 100 * sr.read_sys_s / (sr.read_user_s + sr.read_sys_s);
+        }
         if (sr.single_read_objects > 0 && sr.error.empty()) {
           get1_us[s][r] = sr.single_read_s / sr.single_read_objects * 1e6;
           get1_io_us[s][r] = sr.single_read_io_s / sr.single_read_objects * 1e6;
@@ -1100,6 +1114,8 @@ void RunSpillSection(Context& ctx) {
                         {"demoted_bytes", sr.demoted_bytes}, {"demoted_objects", sr.demoted_objects},
                         {"sync_demotions", sr.sync_demotions}, {"put_wait_s", sr.put_wait_s},
                         {"put_cpu_s", sr.put_cpu_s}, {"batch_idle_s", sr.batch_idle_s}, {"read_objects", sr.read_objects},
+                        {"read_user_s", sr.read_user_s}, {"read_sys_s", sr.read_sys_s},
+                        {"read_minor_faults", sr.read_minor_faults},
                         {"io_engine", sr.io_engine}, {"io_write_s", sr.io_write_s},
                         {"io_write_batches", sr.io_write_batches}, {"io_written_bytes", sr.io_written_bytes},
                         {"io_allocate_s", sr.io_allocate_s}, {"io_sync_s", sr.io_sync_s}, {"io_read_s", sr.io_read_s},
@@ -1305,6 +1321,19 @@ void RunSpillSection(Context& ctx) {
                              "fio psync randread " + bs_name + ", " + std::to_string(kReaders) + " jobs at QD1",
                              Median(gbs(fio_rjs[s])), Median(ratio_rj), kNaN, Better::kHigher, "", size_errors[s],
                              gbs(rd[s])}, cmd_rj[b]));
+    // Whether the readers ran out of CPU: the process's CPU seconds per
+    // second of the read-back (fio's reference spends next to none: no
+    // checksum, no copy, no fresh memory to fault in, no comparison).
+    rep.Add(Row{"spill.diag.read_cores." + tag, 1,
+                "(diagnostic) cores busy during the read-back, " + name + " objects (" + std::to_string(kReaders) +
+                    " readers, " + std::to_string(std::thread::hardware_concurrency()) + " cores here)",
+                Median(read_cores[s]), "cores", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s],
+                read_cores[s]});
+    rep.Add(Row{"spill.diag.read_sys." + tag, 1,
+                "(diagnostic) of that CPU time, in the kernel, " + name + " objects (" + std::to_string(kReaders) +
+                    " readers)",
+                Median(read_sys_share[s]), "%", "", kNaN, kNaN, kNaN, Better::kLower, "", size_errors[s],
+                read_sys_share[s]});
     // The same reads in fio's pattern: one thread, kReaders keys per
     // Acquire, their records in one submission at depth kReaders.
     // Not run where too few objects were left (64 MiB objects): no row.
@@ -1443,7 +1472,10 @@ void RunSpillSection(Context& ctx) {
            "as the Gets; the exact "
            "fio command of each reference is printed under its row. Erase: 64 spilled objects erased "
            "one by one after the read-back. Diagnostics per size: Put alone = the same Puts (at most " +
-           SizeName(diag_total) + ") into a host-only engine with room for all of them, the caller's ceiling; disk "
+           SizeName(diag_total) + ") into a host-only engine with room for all of them, the caller's ceiling; cores "
+           "busy during the read-back = the process's CPU seconds (getrusage, user and kernel, every thread: the "
+           "engine's and the readers' comparisons alike) per second of the 4 readers' read, and the kernel's share of "
+           "them (the JSON has the minor page faults); disk "
            "busy = the share of the spill's wall time in which at least one write submission of the file tier was "
            "in flight (the JSON has the idle gaps), and the bytes in flight on average while one was (each "
            "submission counted over its whole wait); fio keeps 32 MiB in flight. FileIo write from 2 MiB pages: the "
