@@ -33,7 +33,7 @@ struct Owned {
 TEST_CASE("an adopted object is read in place and released once when erased") {
   TempDir dir("adopt");
   Owned o(100 << 10, 1);  // declared first: outlives the engine that adopts it
-  auto e = OpenOrDie(HostFileChain(dir.path(), 4 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 4 << 20, 64 << 20));
   REQUIRE(e->PutHostAllocation("a", o.bytes.data(), {1000, (100 << 10) - 1000}, o.Release()).ok());
   const EngineStats stats = e->Stats();  // TierNamed returns a reference into it
   const TierStats& host = TierNamed(stats, "host");
@@ -55,7 +55,7 @@ TEST_CASE("an adopted object is read in place and released once when erased") {
 TEST_CASE("an adopted object is demoted to the file tier, released after the move, and reads back") {
   TempDir dir("adopt");
   std::vector<std::unique_ptr<Owned>> objs;  // declared first: outlives the engine
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   for (int i = 0; i < 8; ++i) {  // 8 x 256 KiB into a 1 MiB host tier
     objs.push_back(std::make_unique<Owned>(256 << 10, 10 + i));
     REQUIRE(e->PutHostAllocation("k" + std::to_string(i), objs.back()->bytes.data(), {256 << 10},
@@ -78,7 +78,7 @@ TEST_CASE("an adopted object is demoted to the file tier, released after the mov
 TEST_CASE("replacing an adopted object releases it, no host room copies it down and releases at once") {
   TempDir dir("adopt");
   Owned a(1000, 1), b(1000, 2), big(2 << 20, 3);  // declared first: outlive the engine
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   REQUIRE(e->PutHostAllocation("k", a.bytes.data(), {1000}, a.Release()).ok());
   REQUIRE(e->PutHostAllocation("k", b.bytes.data(), {1000}, b.Release()).ok());
   CHECK(a.releases == 1);
@@ -103,7 +103,7 @@ TEST_CASE("the background mover releases adopted memory on its own thread") {
   // Declared before the engine, so that the memory outlives it: at the end of
   // the case the engine releases what its host tier still holds, on close.
   std::vector<std::unique_ptr<Owned>> objs;
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20), /*background=*/true);
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20), nullptr, /*background=*/true);
   for (int i = 0; i < 16; ++i) {
     objs.push_back(std::make_unique<Owned>(128 << 10, 50 + i));
     REQUIRE(e->PutHostAllocation("m" + std::to_string(i), objs.back()->bytes.data(), {128 << 10},
@@ -126,7 +126,7 @@ TEST_CASE("the background mover releases adopted memory on its own thread") {
 
 TEST_CASE("TierOf follows an object down the chain") {
   TempDir dir("locate");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   CHECK(e->TierOf("absent") == -1);
   auto small = Bytes(1000, 1), big = Bytes(2 << 20, 2);
   REQUIRE(e->Put("small", small).ok());

@@ -14,7 +14,7 @@ namespace {
 using testing::Bytes;
 using testing::HandleEquals;
 using testing::HostFileChain;
-using testing::OpenOrDie;
+using testing::MustOpen;
 using testing::TempDir;
 
 constexpr uint64_t kObj = 64 << 10;
@@ -41,7 +41,7 @@ void ReadInOrder(Engine& e, const std::vector<std::vector<std::byte>>& data) {
 
 TEST_CASE("clean copies: reading a spilled set back through a full host tier writes nothing") {
   TempDir dir("clean");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   auto data = Fill(*e);
   const EngineStats before = e->Stats();
   REQUIRE(before.tiers[1].objects > 40);
@@ -64,7 +64,7 @@ TEST_CASE("clean copies: reading a spilled set back through a full host tier wri
 
 TEST_CASE("clean copies: a scan read back through a full host tier leaves what it has not read yet in memory") {
   TempDir dir("clean");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   auto data = Fill(*e);
   const EngineStats before = e->Stats();
   const uint64_t in_host = before.tiers[0].objects;
@@ -83,7 +83,7 @@ TEST_CASE("clean copies: a scan read back through a full host tier leaves what i
 
 TEST_CASE("clean copies: erase and overwrite free them, the new value is read, never the copy") {
   TempDir dir("clean");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   auto data = Fill(*e);
   // Promote k0..k7 (each keeps its record as a clean copy).
   for (int i = 0; i < 8; ++i) REQUIRE(e->Get("k" + std::to_string(i)).ok());
@@ -117,7 +117,7 @@ TEST_CASE("clean copies: erase and overwrite free them, the new value is read, n
 TEST_CASE("clean copies: none is kept when the file tier is above its high watermark") {
   TempDir dir("clean");
   const uint64_t file_cap = (7 << 20) / 2;  // 3.5 MiB for about 3.2 MiB of spilled objects
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, file_cap));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, file_cap));
   Fill(*e);
   const EngineStats full = e->Stats();
   INFO("file tier used " << full.tiers[1].used_bytes << " of " << file_cap);

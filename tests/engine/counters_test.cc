@@ -160,7 +160,7 @@ TEST_CASE("host -> file: counters add up after a mixed single-threaded workload"
   for (CodecKind codec : {CodecKind::kNone, CodecKind::kLz4, CodecKind::kZstd}) {
     CAPTURE(CodecKindName(codec));
     TempDir dir("obs-cnt");
-    auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 256 << 20, codec), false);
+    auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 256 << 20, codec));
     Model m;
     RunWorkload(*e, m, 0, 1500, 42, codec != CodecKind::kNone);
     REQUIRE(e->Flush().ok());
@@ -194,7 +194,7 @@ TEST_CASE("host -> file: counters add up after a mixed single-threaded workload"
 
 TEST_CASE("host -> file: objects too large for the host tier go straight to the file tier") {
   TempDir dir("obs-big");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 512 << 20), false);
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 512 << 20));
   Model m;
   RunWorkload(*e, m, 0, 1200, 7, false, /*big_bytes=*/(1 << 20) + 4096);
   REQUIRE(e->Flush().ok());
@@ -217,7 +217,7 @@ TEST_CASE("host -> file -> file: three tiers, every boundary consistent") {
   TempDir dir("obs-3t");
   Config c = HostFileChain(dir.path(), 1 << 20, 8 << 20);
   c.tiers.push_back(FileTierConfig("cold", dir.path() + "/cold", 512 << 20, CodecKind::kZstd));
-  auto e = OpenOrDie(c, false);
+  auto e = MustOpen(c);
   Model m;
   // Enough live data to overflow the middle tier into the cold one.
   RunWorkload(*e, m, 0, 800, 9, true);
@@ -240,7 +240,7 @@ TEST_CASE("host -> file -> file: three tiers, every boundary consistent") {
 
 TEST_CASE("host -> file: conservation with the background mover and four threads") {
   TempDir dir("obs-mt");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 2 << 20, 512 << 20, CodecKind::kLz4), true);
+  auto e = MustOpen(HostFileChain(dir.path(), 2 << 20, 512 << 20, CodecKind::kLz4), nullptr, true);
   std::vector<Model> models(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -349,7 +349,7 @@ TEST_CASE("a promotion's boundary time counts the file tier's read, also when Ac
 
 TEST_CASE("JSON export carries the struct's numbers") {
   TempDir dir("obs-json");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20, CodecKind::kLz4), false);
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20, CodecKind::kLz4));
   Model m;
   RunWorkload(*e, m, 0, 800, 5, true);
   const EngineStats s = e->Stats();

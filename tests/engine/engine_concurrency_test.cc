@@ -16,7 +16,7 @@ TEST_CASE("readers racing promotions get good bytes, pins released on other thre
   TempDir dir("eng");
   Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
   c.policy.promote_on_read = true;
-  auto e = OpenOrDie(c, /*background=*/true);
+  auto e = MustOpen(c, nullptr, /*background=*/true);
   const int keys = 32;
   for (int k = 0; k < keys; ++k) REQUIRE(e->Put("k" + std::to_string(k), Bytes(64 << 10, k)).ok());
   std::atomic<int> bad{0};

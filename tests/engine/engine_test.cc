@@ -18,7 +18,7 @@ using namespace spillway::testing;
 
 TEST_CASE("put and get round trip, multi-buffer, arbitrary key bytes") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   std::vector<std::byte> a = Bytes(100, 1), b = Bytes(0, 2), c = Bytes(5000, 3);
   std::span<const std::byte> parts[3] = {a, b, c};
   std::string key("k\0ey/../x", 9);
@@ -35,7 +35,7 @@ TEST_CASE("put and get round trip, multi-buffer, arbitrary key bytes") {
 
 TEST_CASE("an object larger than the host tier goes to the file tier, too large for all is NoSpace") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 8 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 8 << 20));
   auto big = Bytes(2 << 20, 4);
   REQUIRE(e->Put("big", big).ok());
   CHECK(TierNamed(e->Stats(), "disk").objects == 1);
@@ -52,7 +52,7 @@ TEST_CASE("an object larger than the host tier goes to the file tier, too large 
 
 TEST_CASE("pressure demotes least recently used first and keeps the host tier bounded") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   std::vector<std::vector<std::byte>> data;
   for (int i = 0; i < 8; ++i) {
     data.push_back(Bytes(100 << 10, 10 + i));
@@ -82,7 +82,7 @@ TEST_CASE("pressure demotes least recently used first and keeps the host tier bo
 
 TEST_CASE("the background mover brings a tier under its low watermark") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 4 << 20, 64 << 20), /*background=*/true);
+  auto e = MustOpen(HostFileChain(dir.path(), 4 << 20, 64 << 20), nullptr, /*background=*/true);
   for (int i = 0; i < 39; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
   REQUIRE(e->Flush().ok());
   auto s = e->Stats();
@@ -92,7 +92,7 @@ TEST_CASE("the background mover brings a tier under its low watermark") {
 
 TEST_CASE("pinned objects are never moved, puts fall through when the host tier is all pinned") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   std::vector<Handle> pins;
   for (int i = 0; i < 9; ++i) {
     REQUIRE(e->Put("p" + std::to_string(i), Bytes(100 << 10, i)).ok());
@@ -110,7 +110,7 @@ TEST_CASE("pinned objects are never moved, puts fall through when the host tier 
 
 TEST_CASE("a handle keeps bytes valid after erase and overwrite") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   auto v1 = Bytes(1000, 1);
   REQUIRE(e->Put("k", v1).ok());
   auto h = e->Get("k");
@@ -129,7 +129,7 @@ TEST_CASE("get from the file tier verifies, decodes and promotes") {
   for (CodecKind codec : {CodecKind::kNone, CodecKind::kZstd, CodecKind::kLz4}) {
     CAPTURE(CodecKindName(codec));
     TempDir dir("eng");
-    auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20, codec));
+    auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20, codec));
     std::vector<std::vector<std::byte>> data;
     for (int i = 0; i < 20; ++i) {
       data.push_back(i % 2 ? CompressibleBytes(200 << 10, i) : Bytes(200 << 10, i));
@@ -152,7 +152,7 @@ TEST_CASE("a corrupt record returns Corruption naming tier, file and offset") {
   TempDir dir("eng");
   Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
   c.policy.promote_on_read = false;
-  auto e = OpenOrDie(c);
+  auto e = MustOpen(c);
   REQUIRE(e->Put("big", Bytes(2 << 20, 7)).ok());  // goes straight to disk
   // Flip a byte in the middle of the only segment.
   std::string seg;
@@ -180,7 +180,7 @@ TEST_CASE("a corrupt record returns Corruption naming tier, file and offset") {
 
 TEST_CASE("churn 8x the host tier keeps the file tier within capacity and few files") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 16 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 16 << 20));
   std::mt19937_64 rng(3);
   for (int i = 0; i < 800; ++i) {
     const std::string key = "c" + std::to_string(rng() % 50);
@@ -198,7 +198,7 @@ TEST_CASE("churn 8x the host tier keeps the file tier within capacity and few fi
 
 TEST_CASE("concurrent puts, gets and erases from several threads stay consistent") {
   TempDir dir("eng");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 2 << 20, 256 << 20), /*background=*/true);
+  auto e = MustOpen(HostFileChain(dir.path(), 2 << 20, 256 << 20), nullptr, /*background=*/true);
   std::atomic<int> bad{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t) {
@@ -228,7 +228,7 @@ TEST_CASE("concurrent puts, gets and erases from several threads stay consistent
 TEST_CASE("a workload 8x the host tier completes with every byte verified and few files") {
   TempDir dir("eng");
   Config c = HostFileChain(dir.path(), 4 << 20, 256 << 20, CodecKind::kLz4);
-  auto e = OpenOrDie(c, /*background=*/true);
+  auto e = MustOpen(c, nullptr, /*background=*/true);
   const int n = 256;  // 256 x 128 KiB = 32 MiB = 8x the host tier
   for (int i = 0; i < n; ++i) {
     auto v = i % 3 ? Bytes(128 << 10, 1000 + i) : CompressibleBytes(128 << 10, 1000 + i);

@@ -72,28 +72,24 @@ inline const TierStats& TierNamed(const EngineStats& s, const std::string& name)
   throw std::runtime_error("no tier " + name);
 }
 
-// Opens `c` or fails the test with the error.
-inline std::unique_ptr<Engine> OpenOrDie(const Config& c, bool background = false) {
-  EngineOptions o;
-  o.background_mover = background;
+// Opens `c` with `o` or fails the test case.
+inline std::unique_ptr<Engine> MustOpen(const Config& c, const EngineOptions& o) {
   auto e = Engine::Open(c, o);
   REQUIRE_MESSAGE(e.ok(), e.status().ToString());
   return std::move(*e);
 }
 
-// Index of the tier whose hit counter a Get bumps (-1 when the Get fails).
-// Reads from a file tier may promote, so call it at most once per check.
 // Opens `c` or fails the test case; by default without the background mover
 // (Put demotes on its own thread).
 inline std::unique_ptr<Engine> MustOpen(const Config& c, FileIo* io = nullptr, bool background = false) {
   EngineOptions o;
   o.file_io = io;
   o.background_mover = background;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
+  return MustOpen(c, o);
 }
 
+// Index of the tier whose hit counter a Get bumps (-1 when the Get fails).
+// Reads from a file tier may promote, so call it at most once per check.
 inline int ServingTier(Engine& e, std::string_view key) {
   auto before = e.Stats();
   auto h = e.Get(key);

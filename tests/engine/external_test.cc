@@ -72,7 +72,7 @@ bool Eventually(const std::function<bool()>& done) {
 
 TEST_CASE("an external object is held live, accounted, never materialized while it stays in memory") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 4 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 4 << 20, 64 << 20));
   Counts c;
   auto obj = std::make_shared<FakeExternal>(64 << 10, 1, &c);
   ExternalObject* raw = obj.get();
@@ -104,7 +104,7 @@ TEST_CASE("an external object is held live, accounted, never materialized while 
 
 TEST_CASE("demotion materializes an external object once, stores its bytes below and releases it") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));  // caller-thread demotion
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));  // caller-thread demotion
   Counts c;
   std::vector<std::vector<std::byte>> want;
   for (int i = 0; i < 8; ++i) {  // 8 x 256 KiB accounted into a 1 MiB host tier
@@ -141,7 +141,7 @@ TEST_CASE("demotion materializes an external object once, stores its bytes below
 
 TEST_CASE("a failing Materialize keeps the object in memory, counted, not retried, others move past it") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   Counts c;
   auto bad = std::make_shared<FakeExternal>(10, 1, &c);
   bad->fail = true;
@@ -170,7 +170,7 @@ TEST_CASE("a failing Materialize keeps the object in memory, counted, not retrie
 
 TEST_CASE("erase, overwrite or a read racing an external object's demotion: nothing lost, nothing leaked") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   Counts c;
   Engine* eng = e.get();
   SUBCASE("erased while materializing") {
@@ -218,7 +218,7 @@ TEST_CASE("erase, overwrite or a read racing an external object's demotion: noth
 
 TEST_CASE("a Materialize that blocks (the GIL) holds up no other move of the background mover") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 2 << 20, 64 << 20), /*background=*/true);
+  auto e = MustOpen(HostFileChain(dir.path(), 2 << 20, 64 << 20), nullptr, /*background=*/true);
   Counts c;
   std::mutex mu;
   std::condition_variable cv;
@@ -252,7 +252,7 @@ TEST_CASE("a Materialize that blocks (the GIL) holds up no other move of the bac
 
 TEST_CASE("a batch of external objects is materialized under one MaterializeScope") {
   TempDir dir("external");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
   Counts c;
   std::atomic<int> outside{0};  // Materialize calls with no scope open
   for (int i = 0; i < 64; ++i) {  // 64 x 32 KiB accounted: batches of several objects

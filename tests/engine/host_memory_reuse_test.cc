@@ -17,7 +17,7 @@ TEST_CASE("host tiers reuse the blocks of demoted objects, within their capacity
   TempDir dir("reuse");
   for (bool background : {false, true}) {
     CAPTURE(background);
-    auto e = OpenOrDie(HostFileChain(dir.path() + (background ? "/bg" : "/fg"), 8 * kMiB, 256 * kMiB), background);
+    auto e = MustOpen(HostFileChain(dir.path() + (background ? "/bg" : "/fg"), 8 * kMiB, 256 * kMiB), nullptr, background);
     for (int i = 0; i < 64; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
     REQUIRE(e->Flush().ok());
     EngineStats s = e->Stats();
@@ -50,7 +50,7 @@ TEST_CASE("host tiers reuse the blocks of demoted objects, within their capacity
 
 TEST_CASE("a process with a memory limit keeps no freed host blocks, and keeps them again without one") {
   TempDir dir("reuse-limit");
-  auto e = OpenOrDie(HostFileChain(dir.path(), 8 * kMiB, 256 * kMiB), /*background=*/true);
+  auto e = MustOpen(HostFileChain(dir.path(), 8 * kMiB, 256 * kMiB), nullptr, /*background=*/true);
   for (int i = 0; i < 32; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(kMiB, i)).ok());
   REQUIRE(e->Flush().ok());
   // Erasing what the host tier holds frees blocks with room to keep them

@@ -14,7 +14,7 @@ using namespace spillway::testing;
 TEST_CASE("a mover pass demotes at least min(64 MiB, capacity / 4)") {
   TempDir dir("eng");
   const uint64_t cap = 4 << 20;
-  auto e = OpenOrDie(HostFileChain(dir.path(), cap, 64 << 20));
+  auto e = MustOpen(HostFileChain(dir.path(), cap, 64 << 20));
   int i = 0;
   while (e->Stats().tiers[0].used_bytes <= static_cast<uint64_t>(0.9 * cap)) {
     REQUIRE(e->Put("k" + std::to_string(i), Bytes(64 << 10, i)).ok());

@@ -33,9 +33,7 @@ std::unique_ptr<Engine> OpenWith(const Config& c, Scheduler* s, FileIo* io = nul
   EngineOptions o;
   o.scheduler = s;
   o.file_io = io;
-  auto e = Engine::Open(c, o);
-  REQUIRE_MESSAGE(e.ok(), e.status().ToString());
-  return std::move(*e);
+  return MustOpen(c, o);
 }
 
 // Background as far as the engine can tell (callers wait instead of
@@ -728,7 +726,7 @@ TEST_CASE("Prefetch into a full host tier waits for the mover, so every key it r
   // High at capacity: a full tier is not above it, so the mover demotes
   // only when asked for room.
   c.tiers[0].watermarks = {1.0, 0.9};
-  auto e = OpenOrDie(c, /*background=*/true);
+  auto e = MustOpen(c, nullptr, /*background=*/true);
   for (int i = 0; i < 40; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(1 << 20, i)).ok());
   REQUIRE(e->Flush().ok());
   // Filled to the brim: none of the prefetched keys fits without a demotion.

@@ -54,7 +54,7 @@ TEST_CASE("an object over a tier's max_object_size skips it on Put and is not pr
   TempDir dir("placement");
   Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
   c.tiers[0].max_object_bytes = 64 << 10;
-  auto e = OpenOrDie(c);
+  auto e = MustOpen(c);
   REQUIRE(e->Put("small", Bytes(32 << 10, 1)).ok());
   REQUIRE(e->Put("large", Bytes(100 << 10, 2)).ok());
   CHECK(ServingTier(*e, "small") == 0);
@@ -75,7 +75,7 @@ TEST_CASE("an adopted or external object over a host tier's max_object_size is n
   TempDir dir("placement");
   Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
   c.tiers[0].max_object_bytes = 64 << 10;
-  auto e = OpenOrDie(c);
+  auto e = MustOpen(c);
   // PutHostAllocation: admitted in place when small, copied down the chain
   // (and released at once) when over the limit.
   std::vector<std::byte> small = Bytes(32 << 10, 3), large = Bytes(100 << 10, 4);
@@ -102,7 +102,7 @@ TEST_CASE("a read promotes past a host tier whose max_object_size it exceeds, in
   Config c = HostFileChain(dir.path(), 4 << 20, 64 << 20);
   c.tiers[0].max_object_bytes = 64 << 10;
   c.tiers.insert(c.tiers.begin() + 1, HostTierConfig("host2", 1 << 20));
-  auto e = OpenOrDie(c);
+  auto e = MustOpen(c);
   // 20 x 100 KiB: past host (over its limit), through host2 (1 MiB) into the file tier.
   for (int i = 0; i < 20; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
   REQUIRE(e->Flush().ok());
@@ -125,7 +125,7 @@ TEST_CASE("a demotion skips a tier below whose max_object_size the object exceed
   TierConfig second = HostTierConfig("host2", 8 << 20);
   second.max_object_bytes = 64 << 10;
   c.tiers.insert(c.tiers.begin() + 1, second);
-  auto e = OpenOrDie(c);
+  auto e = MustOpen(c);
   for (int i = 0; i < 20; ++i) REQUIRE(e->Put("k" + std::to_string(i), Bytes(100 << 10, i)).ok());
   REQUIRE(e->Flush().ok());
   auto s = e->Stats();
