@@ -39,7 +39,8 @@ size_t MatchingBrace(std::string_view text, size_t open) {
   return std::string_view::npos;
 }
 
-StatusOr<std::string> Expand(std::string_view text, const EnvLookup& env, int nesting) {
+StatusOr<std::string> Expand(std::string_view text, const EnvLookup& env, const VarResolver& vars,
+                             int nesting) {
   if (nesting > kMaxNesting) {
     return Status::InvalidArgument("${...} defaults nested more than 16 deep");
   }
@@ -70,6 +71,29 @@ StatusOr<std::string> Expand(std::string_view text, const EnvLookup& env, int ne
       return Status::InvalidArgument("invalid variable name '" + name + "' in '${" +
                                      std::string(body) + "}': expected letters, digits and _");
     }
+    std::string_view op = colon == std::string_view::npos ? std::string_view() : body.substr(colon);
+    if (!op.empty() && op.substr(0, 2) != ":-") {
+      return Status::InvalidArgument("unsupported expansion '${" + std::string(body) +
+                                     "}': expected ${VAR} or ${VAR:-default}");
+    }
+    // The default, expanded once: the caller's resolver sees it, and it is used below.
+    std::optional<StatusOr<std::string>> expanded_default;
+    if (vars) {
+      std::optional<std::string> fallback;
+      if (!op.empty()) {
+        expanded_default = Expand(op.substr(2), env, vars, nesting + 1);
+        if (expanded_default->ok()) fallback = **expanded_default;
+      }
+      StatusOr<std::optional<std::string>> own = vars(name, fallback);
+      if (!own.ok()) {
+        return Status(own.status().code(), "${" + name + "}: " + std::string(own.status().message()));
+      }
+      if (own->has_value()) {
+        out += **own;
+        i = close + 1;
+        continue;
+      }
+    }
     std::optional<std::string> value = env(name);
     if (colon == std::string_view::npos) {
       if (!value) {
@@ -79,17 +103,12 @@ StatusOr<std::string> Expand(std::string_view text, const EnvLookup& env, int ne
       }
       out += *value;
     } else {
-      std::string_view op = body.substr(colon);
-      if (op.substr(0, 2) != ":-") {
-        return Status::InvalidArgument("unsupported expansion '${" + std::string(body) +
-                                       "}': expected ${VAR} or ${VAR:-default}");
-      }
       if (value && !value->empty()) {
         out += *value;
       } else {
-        StatusOr<std::string> fallback = Expand(op.substr(2), env, nesting + 1);
-        if (!fallback.ok()) return fallback.status();
-        out += *fallback;
+        if (!expanded_default) expanded_default = Expand(op.substr(2), env, vars, nesting + 1);
+        if (!expanded_default->ok()) return expanded_default->status();
+        out += **expanded_default;
       }
     }
     i = close + 1;
@@ -109,7 +128,11 @@ std::optional<std::string> ProcessEnv(const std::string& name) {
 }
 
 StatusOr<std::string> ExpandVars(std::string_view text, const EnvLookup& env) {
-  return Expand(text, env, 0);
+  return Expand(text, env, VarResolver(), 0);
+}
+
+StatusOr<std::string> ExpandVars(std::string_view text, const EnvLookup& env, const VarResolver& vars) {
+  return Expand(text, env, vars, 0);
 }
 
 }  // namespace spillway

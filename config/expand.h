@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "spillway/config_loader.h"
 #include "spillway/status.h"
 
 namespace spillway {
@@ -23,5 +24,7 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 std::optional<std::string> ProcessEnv(const std::string& name);
 
 StatusOr<std::string> ExpandVars(std::string_view text, const EnvLookup& env = ProcessEnv);
+// The same, asking `vars` (LoadOptions::vars) before `env` for every variable.
+StatusOr<std::string> ExpandVars(std::string_view text, const EnvLookup& env, const VarResolver& vars);
 
 }  // namespace spillway

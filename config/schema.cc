@@ -30,14 +30,14 @@ std::string_view Trim(std::string_view s) {
 }
 
 // The scalar's text with ${VAR} expanded; reports and returns nullopt otherwise.
-std::optional<std::string> Text(DiagnosticSink& sink, const EnvLookup& env, const ConfigNode& n,
+std::optional<std::string> Text(DiagnosticSink& sink, const ValueReader& values, const ConfigNode& n,
                                 const std::string& path, const char* expected) {
   if (!n.is_scalar()) {
     sink.ErrorAt(ValueReader::At(n, path),
                  std::string("expected ") + expected + ", found " + n.Describe());
     return std::nullopt;
   }
-  StatusOr<std::string> s = ExpandVars(n.scalar, env);
+  StatusOr<std::string> s = values.Expand(n.scalar);
   if (!s.ok()) {
     sink.ErrorAt(ValueReader::At(n, path), s.status().message());
     return std::nullopt;
@@ -48,11 +48,11 @@ std::optional<std::string> Text(DiagnosticSink& sink, const EnvLookup& env, cons
 }  // namespace
 
 std::optional<std::string> ValueReader::String(const ConfigNode& n, const std::string& path) {
-  return Text(sink_, env_, n, path, "a string");
+  return Text(sink_, *this, n, path, "a string");
 }
 
 std::optional<bool> ValueReader::Bool(const ConfigNode& n, const std::string& path) {
-  std::optional<std::string> t = Text(sink_, env_, n, path, "true or false");
+  std::optional<std::string> t = Text(sink_, *this, n, path, "true or false");
   if (!t) return std::nullopt;
   static const std::vector<std::string_view> kTrue{"true", "True", "TRUE", "yes", "Yes", "on", "On"};
   static const std::vector<std::string_view> kFalse{"false", "False", "FALSE", "no", "No", "off", "Off"};
@@ -64,7 +64,7 @@ std::optional<bool> ValueReader::Bool(const ConfigNode& n, const std::string& pa
 
 std::optional<int64_t> ValueReader::Int(const ConfigNode& n, const std::string& path,
                                         int64_t min, int64_t max) {
-  std::optional<std::string> t = Text(sink_, env_, n, path, "an integer");
+  std::optional<std::string> t = Text(sink_, *this, n, path, "an integer");
   if (!t) return std::nullopt;
   std::string_view s = Trim(*t);
   int64_t v = 0;
@@ -82,7 +82,7 @@ std::optional<int64_t> ValueReader::Int(const ConfigNode& n, const std::string& 
 }
 
 std::optional<double> ValueReader::Number(const ConfigNode& n, const std::string& path) {
-  std::optional<std::string> t = Text(sink_, env_, n, path, "a number");
+  std::optional<std::string> t = Text(sink_, *this, n, path, "a number");
   if (!t) return std::nullopt;
   std::string_view s = Trim(*t);
   double v = 0;
@@ -100,7 +100,7 @@ std::optional<SizeSpec> ValueReader::Size(const ConfigNode& n, const std::string
   const char* expected = allow_percent
                              ? "expected bytes, a size like 64GiB or 1.5TB, or a percentage like 80%"
                              : "expected bytes or a size like 64MiB or 1.5GB";
-  std::optional<std::string> t = Text(sink_, env_, n, path, "a size");
+  std::optional<std::string> t = Text(sink_, *this, n, path, "a size");
   if (!t) return std::nullopt;
   StatusOr<SizeSpec> spec = ParseSize(*t);
   if (!spec.ok()) {
@@ -118,7 +118,7 @@ std::optional<SizeSpec> ValueReader::Size(const ConfigNode& n, const std::string
 std::optional<std::string> ValueReader::Name(const ConfigNode& n, const std::string& path,
                                              const char* what,
                                              const std::vector<std::string_view>& names) {
-  std::optional<std::string> t = Text(sink_, env_, n, path, "a name");
+  std::optional<std::string> t = Text(sink_, *this, n, path, "a name");
   if (!t) return std::nullopt;
   if (std::find(names.begin(), names.end(), *t) != names.end()) return t;
   sink_.ErrorAt(At(n, path), std::string("unknown ") + what + " " + Quote(*t),
@@ -183,8 +183,9 @@ void ValueReader::CheckKeys(const ConfigNode& map, const std::string& path,
   }
 }
 
-SchemaReader::SchemaReader(const ConfigNode& root, DiagnosticSink& sink, const EnvLookup& env)
-    : root_(root), sink_(sink), values_(sink, env) {}
+SchemaReader::SchemaReader(const ConfigNode& root, DiagnosticSink& sink, const EnvLookup& env,
+                           const VarResolver& vars)
+    : root_(root), sink_(sink), values_(sink, env, vars) {}
 
 bool SchemaReader::ReadDocument() {
   if (root_.is_null()) {
@@ -390,7 +391,7 @@ void SchemaReader::CollectTierNames() {
     const ConfigNode* name = t.is_map() ? t.Find("name") : nullptr;
     std::string text;
     if (name && name->is_scalar()) {
-      StatusOr<std::string> expanded = ExpandVars(name->scalar, values_.env());
+      StatusOr<std::string> expanded = values_.Expand(name->scalar);
       text = expanded.ok() ? *expanded : name->scalar;
     }
     tier_names_.push_back(std::move(text));

@@ -19,13 +19,16 @@ namespace spillway {
 // Typed access to scalars; each reports what was expected on failure.
 class ValueReader {
  public:
-  ValueReader(DiagnosticSink& sink, EnvLookup env) : sink_(sink), env_(std::move(env)) {}
+  ValueReader(DiagnosticSink& sink, EnvLookup env, VarResolver vars = {})
+      : sink_(sink), env_(std::move(env)), vars_(std::move(vars)) {}
 
   static Origin At(const ConfigNode& n, const std::string& path) {
     return Origin{path, n.line, n.column};
   }
   DiagnosticSink& sink() { return sink_; }
   const EnvLookup& env() const { return env_; }
+  // `text` with ${VAR} expanded (the caller's variables first, then env()).
+  StatusOr<std::string> Expand(std::string_view text) const { return ExpandVars(text, env_, vars_); }
 
   // The scalar with ${VAR} expanded.
   std::optional<std::string> String(const ConfigNode& n, const std::string& path);
@@ -53,6 +56,7 @@ class ValueReader {
  private:
   DiagnosticSink& sink_;
   EnvLookup env_;
+  VarResolver vars_;
 };
 
 struct ChainResult {
@@ -63,7 +67,8 @@ struct ChainResult {
 
 class SchemaReader {
  public:
-  SchemaReader(const ConfigNode& root, DiagnosticSink& sink, const EnvLookup& env);
+  SchemaReader(const ConfigNode& root, DiagnosticSink& sink, const EnvLookup& env,
+               const VarResolver& vars = {});
 
   // Reads the parts every chain shares and the profiles' structure.
   // Returns false when the document is unusable (not a map).

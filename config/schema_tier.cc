@@ -260,7 +260,7 @@ void SchemaReader::ReadDevice(const ConfigNode& n, const std::string& path, cons
     return;
   }
   if (n.is_scalar()) {
-    StatusOr<std::string> text = ExpandVars(n.scalar, values_.env());
+    StatusOr<std::string> text = values_.Expand(n.scalar);
     if (text.ok() && *text == "auto") {
       tier->device_auto = true;
       tier->device = 0;

@@ -137,13 +137,19 @@ std::string ChooseProfile(const SchemaReader& reader, const LoadOptions& options
 
 void Resolve(const ConfigNode& root, const LoadOptions& options, DiagnosticSink& sink,
              LoadResult* result) {
-  SchemaReader reader(root, sink, ProcessEnv);
+  SchemaReader reader(root, sink, ProcessEnv, options.vars);
   if (!reader.ReadDocument()) return;
   result->profiles = reader.profile_names();
   const std::string chosen = ChooseProfile(reader, options, sink);
 
   ChainResult selected = reader.ReadChain(chosen);
   sink.set_origins(&selected.origins);
+  if (options.scratch_path) {
+    for (TierConfig& t : selected.config.tiers) {
+      if (t.kind != TierKind::kFile || t.persistent) continue;
+      for (std::string& p : t.paths) p = options.scratch_path(p);
+    }
+  }
   CheckConfigValues(selected.config, sink);
   CheckMachine(&selected.config, options, sink, &result->paths);
   result->config = std::move(selected.config);

@@ -76,6 +76,7 @@ class EngineCore final : public Engine {
   bool RelieveMemory(uint64_t incoming_bytes, bool wait) override;
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
+  std::vector<KeyInfo> ListKeys() override;
   const Config& config() const override { return config_; }
 
   // ---- used by Mover and Handle ----

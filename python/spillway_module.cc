@@ -45,6 +45,8 @@
 #include "engine/stats_export.h"
 #include "adopted_buffers.h"
 #include "python/device_values.h"
+#include "python/load_hooks.h"
+#include "tiers/io/fault_file_io.h"
 #include "spillway/version.h"
 
 namespace py = pybind11;
@@ -291,7 +293,7 @@ struct DeviceBuffer {
 
 class PyEngine {
  public:
-  explicit PyEngine(std::unique_ptr<Engine> e) : engine_(std::move(e)) {}
+  explicit PyEngine(std::shared_ptr<Engine> e) : engine_(std::move(e)) {}
   ~PyEngine() { DropEngine(engine_); }
   PyEngine(const PyEngine&) = delete;
   PyEngine& operator=(const PyEngine&) = delete;
@@ -307,48 +309,132 @@ class PyEngine {
   // buffer returned by get() is released.
   void Close() {
     std::shared_ptr<Engine> e = std::move(engine_);
+    faults_.reset();
     DropEngine(e);
+  }
+  // Engine(..., faults=SPEC) only: the wrapper whose faults set_faults() changes.
+  void set_faults(std::shared_ptr<FaultFileIo> io) { faults_ = std::move(io); }
+  void SetFaultSpec(const std::string& text) {
+    if (!faults_) Raise(PyExc_RuntimeError, "set_faults: this engine was not opened with faults=...");
+    StatusOr<FaultSpec> spec = ParseFaultSpec(text);
+    if (!spec.ok()) RaiseStatus(spec.status());
+    faults_->SetSpec(*spec);
   }
 
  private:
   std::shared_ptr<Engine> engine_;
+  std::shared_ptr<FaultFileIo> faults_;
 };
 
-std::unique_ptr<PyEngine> OpenFromText(const std::string& text, const std::string& source, const std::string& profile,
-                                       bool background_mover, bool from_file) {
+// The config (a path, a dict or YAML text) as the loader takes it: text and
+// source name, or a file path.
+struct ConfigSource {
+  std::string text;
+  std::string source;
+  bool from_file = false;
+};
+
+ConfigSource SourceOf(py::object config) {
+  if (py::isinstance<py::dict>(config)) {
+    // JSON is YAML: the loader's messages then point into this text.
+    std::string text = py::module_::import("json").attr("dumps")(config, py::arg("indent") = 2).cast<std::string>();
+    return {std::move(text), "<dict>", false};
+  }
+  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__")) {
+    return {std::string(), py::module_::import("os").attr("fspath")(config).cast<std::string>(), true};
+  }
+  Raise(PyExc_TypeError, std::string("config must be a YAML file path or a dict, not ") + Py_TYPE(config.ptr())->tp_name);
+}
+
+std::string ProfileOf(py::object profile) { return profile.is_none() ? std::string() : profile.cast<std::string>(); }
+
+void WarnAll(const std::vector<Diagnostic>& warnings) {
+  if (warnings.empty()) return;
+  py::module_ w = py::module_::import("warnings");
+  for (const Diagnostic& d : warnings) w.attr("warn")(d.ToString(), py::module_::import("builtins").attr("UserWarning"), 2);
+}
+
+// An engine opened over a FaultFileIo (Engine(..., faults=SPEC), for tests):
+// the wrapper lives exactly as long as the engine, which is destroyed first.
+struct FaultyEngine {
+  std::unique_ptr<FaultFileIo> io;
+  std::unique_ptr<Engine> engine;
+  ~FaultyEngine() { engine.reset(); }
+};
+
+std::unique_ptr<PyEngine> OpenFrom(const ConfigSource& src, const std::string& profile, bool background_mover,
+                                   py::object vars, py::object scratch_path, const std::string& faults = {}) {
+  std::shared_ptr<FaultyEngine> faulty;
+  if (!faults.empty()) {
+    StatusOr<FaultSpec> spec = ParseFaultSpec(faults);
+    if (!spec.ok()) RaiseStatus(spec.status());
+    faulty = std::make_shared<FaultyEngine>();
+    faulty->io = FaultFileIo::Wrap(MakeFileIo(), *spec);
+  }
+  PyLoadHooks hooks(std::move(vars), std::move(scratch_path));
   LoadOptions lo;
   lo.profile = profile;
+  hooks.Apply(&lo);
   EngineOptions eo;
   eo.profile = profile;
   eo.background_mover = background_mover;
+  if (faulty) eo.file_io = faulty->io.get();
   LoadResult r;
   StatusOr<std::unique_ptr<Engine>> opened = Status::Internal("not opened");
   {
     py::gil_scoped_release nogil;
-    r = from_file ? LoadConfigFile(source, lo) : LoadConfigString(text, source, lo);
-    if (r.ok()) opened = Engine::Open(r.config, eo);
+    r = src.from_file ? LoadConfigFile(src.source, lo) : LoadConfigString(src.text, src.source, lo);
+    if (r.ok() && hooks.error().empty()) opened = Engine::Open(r.config, eo);
   }
-  if (!r.ok()) Raise(g_exc.invalid, "invalid configuration " + source + ":\n" + r.Summary());
-  if (!r.warnings.empty()) {
-    py::module_ warnings = py::module_::import("warnings");
-    for (const Diagnostic& d : r.warnings) warnings.attr("warn")(d.ToString(), py::module_::import("builtins").attr("UserWarning"), 2);
-  }
+  if (!hooks.error().empty()) Raise(PyExc_ValueError, "scratch_path failed: " + hooks.error());
+  if (!r.ok()) Raise(g_exc.invalid, "invalid configuration " + src.source + ":\n" + r.Summary());
+  WarnAll(r.warnings);
   if (!opened.ok()) RaiseStatus(opened.status());
-  return std::make_unique<PyEngine>(std::move(*opened));
+  if (!faulty) return std::make_unique<PyEngine>(std::shared_ptr<Engine>(std::move(*opened)));
+  faulty->engine = std::move(*opened);
+  Engine* e = faulty->engine.get();
+  auto out = std::make_unique<PyEngine>(std::shared_ptr<Engine>(faulty, e));
+  out->set_faults(std::shared_ptr<FaultFileIo>(faulty, faulty->io.get()));
+  return out;
 }
 
-std::unique_ptr<PyEngine> OpenEngine(py::object config, py::object profile_obj, bool background_mover) {
-  const std::string profile = profile_obj.is_none() ? std::string() : profile_obj.cast<std::string>();
-  if (py::isinstance<py::dict>(config)) {
-    // JSON is YAML: the loader's messages then point into this text.
-    std::string text = py::module_::import("json").attr("dumps")(config, py::arg("indent") = 2).cast<std::string>();
-    return OpenFromText(text, "<dict>", profile, background_mover, false);
+std::unique_ptr<PyEngine> OpenEngine(py::object config, py::object profile, bool background_mover, py::object vars,
+                                     py::object scratch_path, const std::string& faults) {
+  return OpenFrom(SourceOf(config), ProfileOf(profile), background_mover, std::move(vars), std::move(scratch_path),
+                  faults);
+}
+
+// validate_config(): what `spillway validate` says of a config, without opening it.
+py::dict ValidateConfigDict(py::object config, py::object profile, py::object vars, py::object scratch_path,
+                            bool check_filesystem) {
+  ConfigSource src = SourceOf(config);
+  PyLoadHooks hooks(std::move(vars), std::move(scratch_path));
+  LoadOptions lo;
+  lo.profile = ProfileOf(profile);
+  lo.check_filesystem = check_filesystem;
+  lo.create_dirs = false;
+  hooks.Apply(&lo);
+  LoadResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = src.from_file ? LoadConfigFile(src.source, lo) : LoadConfigString(src.text, src.source, lo);
   }
-  if (py::isinstance<py::str>(config) || py::hasattr(config, "__fspath__")) {
-    std::string path = py::module_::import("os").attr("fspath")(config).cast<std::string>();
-    return OpenFromText(std::string(), path, profile, background_mover, true);
+  if (!hooks.error().empty()) Raise(PyExc_ValueError, "scratch_path failed: " + hooks.error());
+  py::list errors, warnings, tiers;
+  for (const Diagnostic& d : r.errors) errors.append(d.ToString());
+  for (const Diagnostic& d : r.warnings) warnings.append(d.ToString());
+  if (r.ok()) {
+    py::object loads = py::module_::import("json").attr("loads");
+    for (const TierConfig& t : r.config.tiers) tiers.append(loads(TierConfigToJson(t)));
   }
-  Raise(PyExc_TypeError, std::string("config must be a YAML file path or a dict, not ") + Py_TYPE(config.ptr())->tp_name);
+  py::dict out;
+  out["ok"] = r.ok();
+  out["errors"] = errors;
+  out["warnings"] = warnings;
+  out["tiers"] = tiers;
+  out["profile"] = r.config.profile;
+  out["source"] = src.source;
+  return out;
 }
 
 void Put(PyEngine& self, py::handle key, py::handle value, const std::string& memory) {
@@ -686,21 +772,35 @@ PYBIND11_MODULE(_spillway, m) {
   py::class_<PyEngine>(m, "Engine", R"doc(
 A spillway engine: a chain of tiers (gpu, host, file) opened from a config.
 
-Engine(config, profile=None, background_mover=True)
+Engine(config, profile=None, background_mover=True, *, vars=None, scratch_path=None)
   config: path of a YAML file (str or os.PathLike), or a dict with the same
           structure as the YAML file (see docs/config.md).
   profile: profile to apply (default: $SPILLWAY_PROFILE, then hostname rules).
+  vars: ${NAME} values that take precedence over the environment: a mapping,
+        or a callable (name, default) -> str, or None to leave NAME to the
+        environment (default: the expanded ${NAME:-default} text, or None).
+        Substituted into parsed values, never into the YAML text.
+  scratch_path: callable (path) -> path, applied to every path of every
+        scratch (not persistent) file tier before it is checked and opened.
+  faults: for tests: file tiers do their I/O through a fault injector
+        ("eio_write=0.1,seed=3", the language of `spillway stress --faults`);
+        set_faults() changes it later.
 )doc")
       .def(py::init(&OpenEngine), py::arg("config"), py::arg("profile") = py::none(),
-           py::arg("background_mover") = true)
+           py::arg("background_mover") = true, py::kw_only(), py::arg("vars") = py::none(),
+           py::arg("scratch_path") = py::none(), py::arg("faults") = "")
+      .def("set_faults", &PyEngine::SetFaultSpec, py::arg("spec"),
+           "Replaces the injected faults of an engine opened with faults=SPEC (\"\" injects none).")
       .def_static(
           "from_yaml",
-          [](const std::string& text, const std::string& source_name, py::object profile, bool background_mover) {
-            return OpenFromText(text, source_name, profile.is_none() ? std::string() : profile.cast<std::string>(),
-                                background_mover, false);
+          [](const std::string& text, const std::string& source_name, py::object profile, bool background_mover,
+             py::object vars, py::object scratch_path) {
+            return OpenFrom(ConfigSource{text, source_name, false}, ProfileOf(profile), background_mover,
+                            std::move(vars), std::move(scratch_path));
           },
           py::arg("text"), py::arg("source_name") = "<string>", py::arg("profile") = py::none(),
-          py::arg("background_mover") = true, "Opens an engine from YAML text; errors cite `source_name`.")
+          py::arg("background_mover") = true, py::kw_only(), py::arg("vars") = py::none(),
+          py::arg("scratch_path") = py::none(), "Opens an engine from YAML text; errors cite `source_name`.")
       .def("put_adopted", &PutAdopted, py::arg("key"), py::arg("value"),
            "Stores `value` (a writable, contiguous buffer-protocol object: a NumPy array, a bytearray) under "
            "`key` WITHOUT copying: the engine accounts its bytes in the host tier and keeps the object alive "
@@ -819,6 +919,20 @@ Engine(config, profile=None, background_mover=True)
             Check(s);
           },
           "Waits for background moves and syncs persistent tiers.")
+      .def(
+          "keys",
+          [](PyEngine& self) {
+            std::shared_ptr<Engine> e = self.engine();
+            std::vector<KeyInfo> keys;
+            {
+              py::gil_scoped_release nogil;
+              keys = e->ListKeys();
+            }
+            py::list out;
+            for (const KeyInfo& k : keys) out.append(py::bytes(k.key));
+            return out;
+          },
+          "Every key stored now (bytes), in no particular order (Engine::ListKeys): for tools and tests.")
       .def("stats", &StatsDict, "Per-tier and per-boundary counters as a dict (engine/stats.h).")
       .def(
           "set_process_memory_limit",
@@ -879,6 +993,12 @@ Engine(config, profile=None, background_mover=True)
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyEngine& self, py::args) { self.Close(); });
 
+  m.def("validate_config", &ValidateConfigDict, py::arg("config"), py::arg("profile") = py::none(), py::kw_only(),
+        py::arg("vars") = py::none(), py::arg("scratch_path") = py::none(), py::arg("check_filesystem") = true,
+        R"doc(Checks a config as `spillway validate` does, without opening it or creating directories.
+
+Returns {"ok", "errors": [str], "warnings": [str], "tiers": [dict], "profile", "source"}; each
+message is "file:line:col: error: key.path: what (hint)". vars and scratch_path as for Engine.)doc");
   m.def("_pending_releases", [] { return BufferReleaser::Get().pending(); },
         "Adopted buffers queued for release (tests).");
   py::module_::import("atexit").attr("register")(py::cpp_function([] { BufferReleaser::Get().Stop(); }));

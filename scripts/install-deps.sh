@@ -17,7 +17,7 @@ PKGS=(
   prometheus prometheus-node-exporter help2man
   # python module and dask integration
   python3 python3-dev python3-pybind11 python3-numpy python3-pandas python3-pytest
-  python3-dask python3-distributed
+  python3-dask python3-distributed python3-prometheus-client python3-hypothesis
 )
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null

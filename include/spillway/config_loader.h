@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,6 +47,20 @@ struct GpuProbe {
   std::string cuda_visible_devices;
 };
 
+// A caller's own ${NAME} variables, resolved before the environment (a Dask
+// store gives each worker its own directories this way). Called with the
+// variable's name and its ${NAME:-default} text, expanded (nullopt when the
+// reference has no default, or its default cannot be expanded); returns the
+// value, or nullopt to leave NAME to the environment. An error fails the
+// config with its message at the value that names the variable. Values are
+// substituted into parsed strings, never into the YAML text: a value cannot
+// change the document's structure.
+using VarResolver = std::function<StatusOr<std::optional<std::string>>(
+    const std::string& name, const std::optional<std::string>& fallback)>;
+
+// Where a scratch file tier's directory goes (LoadOptions::scratch_path).
+using ScratchPathRewrite = std::function<std::string(const std::string& path)>;
+
 struct LoadOptions {
   std::string profile;          // empty: SPILLWAY_PROFILE, then hostname rules, then none
   bool check_filesystem = true; // stat/statfs/O_DIRECT probes on file tier paths
@@ -57,6 +72,12 @@ struct LoadOptions {
   // $SPILLWAY_WORKER_INDEX (the Dask preload sets it), else none (worker 0's
   // device). validate checks the devices of every worker of the node either way.
   std::optional<int> worker;
+  // Asked first for every ${NAME}; empty: the environment alone.
+  VarResolver vars;
+  // Set: called with each expanded path of every file tier that is not
+  // persistent, before the paths are checked; its result is the path used.
+  // Lets several engines share one config with a scratch directory each.
+  ScratchPathRewrite scratch_path;
 };
 
 // What the checks found at a file tier directory (or, when the directory does

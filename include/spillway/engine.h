@@ -81,6 +81,13 @@ struct DeviceCheck {
   }
 };
 
+// One stored object, as Engine::ListKeys reports it.
+struct KeyInfo {
+  std::string key;
+  int tier = -1;           // index in config().tiers of the tier holding it
+  uint64_t raw_bytes = 0;  // its size before any codec
+};
+
 class Engine {
  public:
   // Validates `config` and opens every tier. Persistent file tiers are
@@ -203,6 +210,13 @@ class Engine {
   // checked where they were. NotSupported in an engine without a gpu tier.
   // (engine/engine_devices.cc)
   virtual StatusOr<DeviceCheck> CheckDevices() = 0;
+
+  // Every key stored now, with its tier and size, in no particular order.
+  // Consistent per key, not across keys: an object put or erased while the
+  // list is taken may or may not appear. Copies every key (memory grows with
+  // the number of objects): for tools, tests and a store rebuilding its own
+  // bookkeeping, not the data path. (engine/engine_locate.cc)
+  virtual std::vector<KeyInfo> ListKeys() = 0;
   // The host tiers demote while this process's resident memory is above
   // `bytes`: as much as the excess, as far as their contents go, to a tier
   // below that stores bytes; 0 (the default) turns it off. Memory the process

@@ -14,8 +14,8 @@ exception: NotFoundError (KeyError), NoSpaceError (MemoryError),
 StorageIOError (OSError), InvalidArgumentError (ValueError),
 NotSupportedError (NotImplementedError), CorruptionError (checksum mismatch).
 
-The Dask worker store lives in spillway.dask (imported on demand, so the core
-module does not need dask). See docs/python.md.
+The Dask worker store is spillway.SpillwayStore (from spillway.dask, imported
+on first use, so the core module does not need dask). See docs/python.md.
 """
 from ._spillway import (  # noqa: F401  (re-exported API)
     BusyError,
@@ -31,6 +31,7 @@ from ._spillway import (  # noqa: F401  (re-exported API)
     NotSupportedError,
     StorageIOError,
     format_bytes,
+    validate_config,
 )
 from .arrays import get_array, put_array  # noqa: F401
 
@@ -52,4 +53,24 @@ __all__ = [
     "format_bytes",
     "get_array",
     "put_array",
+    "validate_config",
+    "SpillwayStore",
+    "ReadAhead",
 ]
+
+_LAZY = {"SpillwayStore": "dask", "ReadAhead": "dask"}  # need dask and distributed: imported on first use
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spillway' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

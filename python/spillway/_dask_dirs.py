@@ -2,9 +2,10 @@
 
 A node config names its scratch tier once (``${SPILLWAY_DIR:-/var/tmp/spillway}/...``
 or ``${SPILLWAY_WORKER_DIR}``); each worker of the node must get its own copy,
-because a scratch tier is wiped when an engine opens. This module rewrites
-those variables per worker, opens the engine, and keeps the bookkeeping that
-lets a later worker reclaim the directory of one that was SIGKILLed:
+because a scratch tier is wiped when an engine opens. This module resolves
+those variables per worker (the config loader substitutes them into parsed
+values, never into the YAML text), opens the engine, and keeps the bookkeeping
+that lets a later worker reclaim the directory of one that was SIGKILLed:
 
 - ``${SPILLWAY_WORKER_DIR}`` becomes ``<worker local directory>/spillway``:
   inside Dask's own worker directory, which Dask's WorkSpace purges when the
@@ -14,6 +15,10 @@ lets a later worker reclaim the directory of one that was SIGKILLed:
   held with ``flock`` for the store's lifetime. The kernel drops the lock when
   the process dies, however it dies; a store opening on the node removes every
   sibling folder whose lock it can take (its owner is gone).
+- a scratch tier path that names no per-worker variable (``/var/tmp/scratch``)
+  gets the worker's own folder appended (``/var/tmp/scratch/<worker dir name>``),
+  with the same sibling lock: workers of a node never share a scratch directory,
+  as Dask's own spilling never asks them to arrange.
 """
 from __future__ import annotations
 
@@ -79,36 +84,23 @@ def per_worker_value(name, default, worker_dir, created):
     return path
 
 
-def _expand_per_worker(text, names, value):
-    if not names:
-        return text
-    pattern = re.compile(r"\$\{(" + "|".join(re.escape(n) for n in names) + r")(?::-([^}$]*))?\}")
-    return pattern.sub(lambda m: value(m.group(1), m.group(2)), text)
+def open_engine(engine_cls, config, profile, names, value, scratch_path=None):
+    """Opens the engine with the per-worker variables `names` resolved by `value(name, default)`.
 
+    The loader substitutes them into parsed values (``Engine(vars=...)``), never into the
+    YAML text, so a value holding ``#``, ``"`` or a newline stays one string.
+    `scratch_path`: the loader's hook for every scratch tier path (``Engine(scratch_path=...)``).
+    """
+    names = frozenset(names)
 
-def _substitute(obj, fn):
-    if isinstance(obj, str):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _substitute(v, fn) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_substitute(v, fn) for v in obj]
-    return obj
+    def resolve(name, default):
+        return value(name, default) if name in names else None
 
-
-def open_engine(engine_cls, config, profile, names, value):
-    """Opens the engine after replacing the per-worker variables `names`."""
-    expand = lambda text: _expand_per_worker(text, names, value)  # noqa: E731
     if isinstance(config, dict):
-        return engine_cls(_substitute(copy.deepcopy(config), expand), profile=profile)
-    path = os.fspath(config)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    expanded = expand(text)
-    if expanded == text:
-        return engine_cls(path, profile=profile)
-    # Same line count, so the loader's file:line:column messages stay right.
-    return engine_cls.from_yaml(expanded, source_name=path, profile=profile)
+        config = copy.deepcopy(config)
+    else:
+        config = os.fspath(config)
+    return engine_cls(config, profile=profile, vars=resolve, scratch_path=scratch_path)
 
 
 class DirLock:

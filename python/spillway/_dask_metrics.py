@@ -16,6 +16,7 @@ can say where a key is, see docs/python.md).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 
@@ -107,12 +108,13 @@ class PrometheusCollector:
     Registered in prometheus_client's default registry, which the worker's
     ``/metrics`` route serves; every sample gets a ``worker`` label (the
     worker's name), so the series of several workers scraped into one
-    Prometheus stay apart.
+    Prometheus stay apart, and a restarted worker's series go on.
     """
 
     def __init__(self, store, worker_label):
         self._store = store
         self.worker_label = str(worker_label)
+        self._pid = str(os.getpid())
 
     def describe(self):
         # Nothing declared up front: the registry then does not collect at
@@ -129,6 +131,16 @@ class PrometheusCollector:
         for family in text_string_to_metric_families(engine.stats_prometheus()):
             out = Metric(family.name, family.documentation, family.type, family.unit)
             for sample in family.samples:
-                out.add_sample(sample.name, dict(sample.labels, worker=self.worker_label), sample.value,
-                               sample.timestamp, sample.exemplar)
+                out.add_sample(sample.name, self._labels(sample.labels), sample.value, sample.timestamp,
+                               sample.exemplar)
             yield out
+
+    def _labels(self, labels):
+        """The sample's labels with worker=<name>. The engine's default label, engine="<pid>"
+        (or "<pid>.<n>"), is dropped: a restarted worker keeps its name, not its pid, so its
+        series go on instead of starting anew. Labels a config sets (metrics.labels) stay."""
+        out = dict(labels, worker=self.worker_label)
+        engine = out.get("engine")
+        if engine is not None and engine.split(".", 1)[0] == self._pid:
+            del out["engine"]
+        return out

@@ -60,9 +60,9 @@ store opened on the node).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
-import pickle
 import tempfile
 import threading
 import weakref
@@ -81,8 +81,15 @@ from ._dask_metrics import get_metrics as _get_metrics
 logger = logging.getLogger("distributed.worker.spillway")
 
 WORKER_DIR_VAR = dirs.WORKER_DIR_VAR
-# Companion object of a value with device frames: [header, layout, *host frames].
-_HEADER_SUFFIX = b"\x00hdr"
+# Engine keys. Every put of a value gets a fresh id, and the engine keys of that
+# value are b"v<id hex>" (the value: its header and frames), b"v<id>.f<i>" (frame
+# i, stored as an object of its own) and b"v<id>.h" (the companion of a value
+# with device frames: [header, layout, *host frames]). User keys never reach the
+# engine, so no two keys can share an object whatever their bytes or length, two
+# equal keys (1 and 1.0, True) are one entry, and an overwrite writes the new
+# value beside the old one, which stays readable until the new one is in.
+_ID_PREFIX = b"v"
+_HEADER_SUFFIX = b".h"
 _MISSING = object()
 _KEY_LOCKS = 64  # stripes serializing set/del/pop of one key (puts of different keys run in parallel)
 # Frames at least this large are handed to the engine as their own objects,
@@ -96,7 +103,7 @@ RELIEVE_MIN_BYTES = 1 << 20
 
 
 def part_key(ekey, i):
-    return ekey + b"\x00f" + str(i).encode()
+    return b"%s.f%d" % (ekey, i)
 
 
 def _is_device(frame):
@@ -165,19 +172,47 @@ class _Materializer:
 class _Entry:
     """What the store knows of one key: the engine has the bytes, or the live value (lazy)."""
 
-    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts", "lazy")
+    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts", "lazy", "devval")
 
-    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=(), lazy=False):
-        self.ekey = ekey        # engine key
+    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=(), lazy=False, devval=False):
+        self.ekey = ekey        # engine key (b"v<id>"; the value's other objects derive from it)
         self.nbytes = nbytes    # serialized bytes in the engine (0 for overflow)
         self.device = device    # device frames: a companion header object exists
         self.weight = weight    # dask.sizeof of the value, Dask's measure of it
         self.overflow = overflow  # kept as a live object in self._overflow
         self.parts = parts      # frame indices stored as their own (adopted) objects, largest first
         self.lazy = lazy        # put_external: live in a memory tier until the engine demotes it
+        self.devval = devval    # a device array in the store's DeviceValueTable, under ekey
+
+    def engine_keys(self):
+        """Every engine object this entry owns (none for overflow; a device value's is the table's)."""
+        if self.overflow or self.devval:
+            return []
+        keys = [self.ekey, *(self.part_key(i) for i in self.parts)]
+        if self.device:
+            keys.append(self.ekey + _HEADER_SUFFIX)
+        return keys
 
     def part_key(self, i):
         return part_key(self.ekey, i)
+
+
+def persistent_tier_error(tiers):
+    """Why SpillwayStore refuses this chain (a persistent tier), or None.
+
+    A store's values do not outlive it: Dask forgets a worker's keys when the worker
+    leaves, and the store keeps no record of its keys in the engine. Over a persistent
+    tier, values demoted there before a close would be unreachable after it and never
+    reclaimed, filling the tier run after run.
+    """
+    for t in tiers:
+        if t.get("persistent"):
+            return (f"SpillwayStore: tier {t['name']!r} ({', '.join(t['paths'])}) is persistent, but a store's "
+                    "values do not outlive it (Dask forgets a worker's keys when the worker leaves), so a "
+                    "reopened store could never reach or reclaim them. Give the store scratch file tiers "
+                    "(persistent: false) or a profile that leaves this tier out; keep data that must persist "
+                    "in a spillway.Engine of its own.")
+    return None
 
 
 def _device_table(engine):  # issue 15: device values (spillway.device)
@@ -209,6 +244,14 @@ class SpillwayStore(MutableMapping):
         e.g. ("SPILLWAY_WORKER_DIR", "SPILLWAY_DIR") for a node config whose
         scratch tier sits under ${SPILLWAY_DIR:-/var/tmp/spillway}. Workers on
         one node must never share a scratch directory: it is wiped at open.
+        Values are substituted into the parsed config, never into its text.
+    per_worker_scratch: with worker_local_directory (inside a Dask worker), a
+        scratch file tier whose path names no per-worker variable gets the
+        worker's own folder under it: ``/var/tmp/scratch`` becomes
+        ``/var/tmp/scratch/<worker directory name>``, removed at close (and
+        reclaimed by the next store on the node if the worker was killed).
+        A chain with a persistent tier is refused (ValueError): the store's
+        values do not outlive it.
     log_interval: seconds between statistics lines on the
         ``distributed.worker.spillway`` logger (0 or None: never).
     serializers: Dask serializer families to try, in order. Default
@@ -259,6 +302,7 @@ class SpillwayStore(MutableMapping):
         profile=None,
         worker_local_directory=None,
         per_worker_vars=(WORKER_DIR_VAR,),
+        per_worker_scratch=True,
         log_interval=30.0,
         serializers=None,
         weak_cache=True,
@@ -280,17 +324,33 @@ class SpillwayStore(MutableMapping):
                 self._tmpdir = tempfile.TemporaryDirectory(prefix="spillway-store-")
             return os.path.join(self._tmpdir.name, "spillway")
 
-        created = set()
+        created = set()  # per-worker folders made for this store, outside the worker directory
+        roots = []  # what per-worker variables resolved to: paths already this worker's own
 
         def value(name, default):
-            return dirs.per_worker_value(name, default, worker_dir, created)
+            v = dirs.per_worker_value(name, default, worker_dir, created)
+            roots.append(os.path.normpath(v))
+            return v
 
-        self.engine = dirs.open_engine(Engine, config, profile, tuple(per_worker_vars), value)
-        # Scratch folders made for this worker go with it (at close, collection or exit);
-        # a persistent tier's folder stays. Each is locked so that, if this process is
-        # killed, the next store on the node reclaims it.
-        persistent = [p for t in self.engine.tiers if t.get("persistent") for p in t["paths"]]
-        created = sorted(c for c in created if not any(p == c or p.startswith(c + os.sep) for p in persistent))
+        def own_scratch(path):
+            # Inside a Dask worker, a scratch tier on a fixed path gets a folder of the worker's own.
+            norm = os.path.normpath(path)
+            if any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+                return path
+            mine = os.path.join(norm, os.path.basename(os.path.dirname(worker_dir())))
+            created.add(mine)
+            return mine
+
+        scratch = own_scratch if worker_local_directory and per_worker_scratch else None
+        self.engine = dirs.open_engine(Engine, config, profile, tuple(per_worker_vars), value, scratch)
+        refused = persistent_tier_error(self.engine.tiers)
+        if refused:
+            self.engine.close()
+            dirs.remove_dirs(sorted(created), [])
+            raise ValueError(refused)
+        # Scratch folders made for this worker go with it (at close, collection or exit).
+        # Each is locked so that, if this process is killed, the next store on the node reclaims it.
+        created = sorted(created)
         locks = []
         for c in created:
             dirs.reclaim_stale(os.path.dirname(c))
@@ -322,6 +382,8 @@ class SpillwayStore(MutableMapping):
         if process_memory_limit:
             self.set_process_memory_limit(process_memory_limit)
         self._keys = {}  # key -> _Entry, insertion-ordered; the engine cannot list keys
+        self._ids = itertools.count(1)  # engine ids of values (_new_ekey)
+        self._orphans = set()  # engine keys an erase failed for (_erase_keys retries them)
         self._overflow = {}  # values no tier could hold, kept as live objects (NoSpace, unserializable)
         self._cache = weakref.WeakValueDictionary() if weak_cache else None
         self._lock = threading.RLock()  # guards the dicts above and the counters
@@ -355,14 +417,8 @@ class SpillwayStore(MutableMapping):
         self.slow = self.disk = TierView(self, spilled=True)
 
     # ---- keys -------------------------------------------------------------
-    @staticmethod
-    def _engine_key(key):
-        # Injective across key types: Dask keys are str here, tuples in newer versions.
-        if isinstance(key, str):
-            return b"s" + key.encode("utf-8", "surrogatepass")
-        if isinstance(key, bytes):
-            return b"b" + key
-        return b"p" + pickle.dumps(key, protocol=4)
+    def _new_ekey(self):
+        return b"%s%x" % (_ID_PREFIX, next(self._ids))  # next() of a count is atomic under the GIL
 
     def _key_lock(self, key):
         return self._key_locks[hash(key) % _KEY_LOCKS]
@@ -374,6 +430,7 @@ class SpillwayStore(MutableMapping):
     # ---- MutableMapping ---------------------------------------------------
     def __setitem__(self, key, value):
         self._check_open()
+        hash(key)  # an unhashable key fails here, before anything changes
         self._set(key, value)
         # A large value is in: what the process holds above its memory limit starts moving
         # now, not at the mover's next 100 ms tick (without waiting for it: see _relieve).
@@ -382,17 +439,21 @@ class SpillwayStore(MutableMapping):
             self._relieve(0, wait=False)
 
     def _set(self, key, value):
-        ekey = self._engine_key(key)
+        """Stores `value` under `key`. The new value goes to the engine under fresh engine keys
+        while the old one stays readable; only once the engine has taken all of it does the key
+        switch over and the old objects go. Any failure erases what was written of the new
+        value and leaves the old one in place (NoSpace keeps the new value in process memory,
+        as Dask's own buffer would)."""
         weight = sizeof(value)
         with self._key_lock(key):
             t0 = perf_counter()
-            old = self._detach(key)
+            with self._lock:
+                old = self._keys.get(key)
+            ekey = self._new_ekey()
             # ---- issue 15: device arrays are adopted without a copy (spillway.device) ----
-            if self._device is not None:
-                self._device.discard(key)  # a previous device value of this key
-                if _is_device_value(value):
-                    self._put_device_value(key, ekey, old, value, weight, t0)
-                    return
+            if self._device is not None and _is_device_value(value):
+                self._put_device_value(key, ekey, old, value, weight, t0)
+                return
             if self.lazy and not _exposes_buffer(value) and self._put_lazy(key, ekey, old, value, weight, t0):
                 return
             try:
@@ -407,6 +468,7 @@ class SpillwayStore(MutableMapping):
             nbytes = len(head) + sum(sizes)
             parts = () if device or not self.adopt else tuple(i for i, n in enumerate(sizes) if n >= ADOPT_MIN_BYTES)
             parts = tuple(sorted(parts, key=lambda i: -sizes[i]))  # largest first: where the value counts as being
+            entry = _Entry(ekey, nbytes, device, weight, parts=parts)
             adopted = 0
             try:
                 if device:
@@ -416,18 +478,14 @@ class SpillwayStore(MutableMapping):
                 else:
                     self.engine.put(ekey, [head, *frames])
             except NoSpaceError as e:
-                for i in parts:
-                    self._erase_quiet(part_key(ekey, i))
+                self._erase_keys(entry.engine_keys())
                 self._keep_in_memory(key, ekey, old, value, weight, f"no tier has room ({e})")
                 return
-            if old is not None:
-                if old.device and not device:
-                    self._erase_quiet(ekey + _HEADER_SUFFIX)
-                for i in old.parts:
-                    if i not in parts:
-                        self._erase_quiet(part_key(ekey, i))
+            except BaseException:
+                self._erase_keys(entry.engine_keys())  # the old value stays
+                raise
             t2 = perf_counter()
-            self._attach(key, _Entry(ekey, nbytes, device, weight, parts=parts), value)
+            self._replace(key, old, entry, value)
             with self._lock:
                 c = self.counters
                 c["puts"] += 1
@@ -446,12 +504,10 @@ class SpillwayStore(MutableMapping):
             self.engine.put_external(ekey, weight, value, self._materializer)
         except NoSpaceError:
             return False
-        if old is not None:
-            if old.device:
-                self._erase_quiet(ekey + _HEADER_SUFFIX)
-            for i in old.parts:
-                self._erase_quiet(part_key(ekey, i))
-        self._attach(key, _Entry(ekey, 0, False, weight, lazy=True), value)
+        except BaseException:
+            self._erase_keys([ekey])
+            raise
+        self._replace(key, old, _Entry(ekey, 0, False, weight, lazy=True), value)
         with self._lock:
             c = self.counters
             c["puts"] += 1
@@ -461,14 +517,12 @@ class SpillwayStore(MutableMapping):
         return True
 
     def _put_device_value(self, key, ekey, old, value, weight, t0):  # issue 15
-        if old is not None and not old.overflow:
-            self._erase_engine(old)
         try:
-            nbytes = self._device.put(key, value)
+            nbytes = self._device.put(ekey, value)
         except NoSpaceError as e:
-            self._keep_in_memory(key, ekey, None, value, weight, f"no tier has room ({e})")
+            self._keep_in_memory(key, ekey, old, value, weight, f"no tier has room ({e})")
             return
-        self._attach(key, _Entry(ekey, nbytes, False, weight), value)
+        self._replace(key, old, _Entry(ekey, nbytes, False, weight, devval=True), value)
         with self._lock:
             c = self.counters
             c["puts"] += 1
@@ -476,19 +530,19 @@ class SpillwayStore(MutableMapping):
             c["put_seconds"] += perf_counter() - t0
         self._maybe_log()
 
-    def _detach(self, key):
-        """Drops the store's record of `key` (not the engine's object); returns the old entry."""
+    def _replace(self, key, old, entry, value):
+        """Switches `key` from `old` (None: new key) to `entry`, then erases what `old` held.
+
+        REQUIRES: the key's lock; the engine holds all of `entry` already.
+        """
         with self._lock:
-            old = self._keys.pop(key, None)
-            if old is not None:
-                self._weight -= old.weight
-            self._overflow.pop(key, None)
+            if self._keys.get(key) is old:
+                self._keys.pop(key, None)
+                self._overflow.pop(key, None)
+                if old is not None:
+                    self._weight -= old.weight
             if self._cache is not None:
                 self._cache.pop(key, None)
-        return old
-
-    def _attach(self, key, entry, value):
-        with self._lock:
             self._keys[key] = entry
             self._weight += entry.weight
             if entry.overflow:
@@ -498,11 +552,22 @@ class SpillwayStore(MutableMapping):
                     self._cache[key] = value  # the task's result, alive: no second copy on read
                 except TypeError:
                     pass  # not weakly referenceable (int, tuple, ...)
+        if old is not None:
+            self._erase_engine(old)
+
+    def _detach(self, key):
+        """Drops the store's record of `key` (not the engine's objects); returns the old entry."""
+        with self._lock:
+            old = self._keys.pop(key, None)
+            if old is not None:
+                self._weight -= old.weight
+            self._overflow.pop(key, None)
+            if self._cache is not None:
+                self._cache.pop(key, None)
+        return old
 
     def _keep_in_memory(self, key, ekey, old, value, weight, why):
-        if old is not None and not old.overflow:  # the previous value may be in the engine
-            self._erase_engine(old)
-        self._attach(key, _Entry(ekey, 0, False, weight, overflow=True), value)
+        self._replace(key, old, _Entry(ekey, 0, False, weight, overflow=True), value)
         with self._lock:
             self.counters["overflow_puts"] += 1
         logger.warning("spillway: keeping %r in process memory: %s", key, why)
@@ -510,7 +575,7 @@ class SpillwayStore(MutableMapping):
     def _put_parts(self, ekey, head, frames, parts, sizes):
         """The large frames as objects of their own (adopted when writable), the rest with the header.
 
-        Returns the bytes adopted without a copy.
+        Returns the bytes adopted without a copy. On failure the caller erases what went in.
         """
         adopted = 0
         for i in parts:
@@ -558,9 +623,9 @@ class SpillwayStore(MutableMapping):
                 if not entry.overflow:
                     self.counters["cache_hits"] += 1
                 return value
-        if self._device is not None and key in self._device:  # issue 15: device values
+        if entry.devval:  # issue 15: device values
             try:
-                value = self._device.get(key)
+                value = self._device.get(entry.ekey)
             except KeyError:
                 raise KeyError(key) from None
             with self._lock:
@@ -677,25 +742,37 @@ class SpillwayStore(MutableMapping):
         return default if value is _MISSING else value
 
     def _release(self, entry, key):
-        if self._device is not None and self._device.discard(key):  # issue 15: device values
-            return
-        if not entry.overflow:
-            self._erase_engine(entry)
+        self._erase_engine(entry)
+        if not entry.overflow and not entry.devval:
             with self._lock:
                 self.counters["unread_releases"] += 1
 
     def _erase_engine(self, entry):
-        self._erase_quiet(entry.ekey)
-        for i in entry.parts:
-            self._erase_quiet(entry.part_key(i))
-        if entry.device:
-            self._erase_quiet(entry.ekey + _HEADER_SUFFIX)
+        if entry.devval:  # issue 15: device values
+            self._device.discard(entry.ekey)
+            return
+        self._erase_keys(entry.engine_keys())
 
-    def _erase_quiet(self, ekey):
-        try:
-            self.engine.erase(ekey)
-        except KeyError:
-            pass
+    def _erase_keys(self, ekeys):
+        """Erases engine objects the store no longer refers to. One the engine fails to erase
+        (an I/O error) is remembered and tried again at the next put or close, so no object
+        is left behind unowned."""
+        with self._lock:
+            if self._orphans:
+                ekeys = [*ekeys, *self._orphans]
+                self._orphans.clear()
+        failed = []
+        for ekey in ekeys:
+            try:
+                self.engine.erase(ekey)
+            except KeyError:
+                pass
+            except Exception as e:  # noqa: BLE001 - kept for a retry, never raised from a cleanup
+                failed.append(ekey)
+                logger.warning("spillway: cannot erase %r yet (%s: %s); will retry", ekey, type(e).__name__, e)
+        if failed:
+            with self._lock:
+                self._orphans.update(failed)
 
     def __contains__(self, key):
         try:
@@ -727,6 +804,7 @@ class SpillwayStore(MutableMapping):
             self._closed = True
             if self._device is not None and not self.engine.closed:  # issue 15: device values
                 self._device.clear()
+            self._orphans.clear()
             self._keys.clear()
             self._overflow.clear()
             self._weight = 0
@@ -988,7 +1066,8 @@ class ReadAhead:
     def __init__(self, worker, store, tasks=None, max_bytes=None):
         self.state = getattr(worker, "state", worker)
         self.store = store
-        nthreads = getattr(worker, "nthreads", None) or getattr(self.state, "nthreads", 1) or 1
+        # The state machine's own count first: Worker.nthreads warns (FutureWarning) in newer Dask.
+        nthreads = getattr(self.state, "nthreads", None) or getattr(worker, "nthreads", None) or 1
         self.tasks = int(tasks) if tasks else 2 * nthreads
         if max_bytes is None:  # a quarter of the host tiers: room for the hinted values beside the rest
             host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")

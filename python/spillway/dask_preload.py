@@ -42,6 +42,7 @@ directories).
 from __future__ import annotations
 
 import logging
+import os
 
 import click
 
@@ -50,7 +51,59 @@ logger = logging.getLogger("distributed.worker.spillway")
 _STATE = "_spillway_preload"
 
 
-@click.command()
+class StoreFailed(BaseException):
+    """The preload's store did not open. A BaseException, so that the worker's start fails
+    instead of distributed catching it (it catches Exception from preloads) and going on."""
+
+
+class _SetupCommand(click.Command):
+    """dask_setup's command: its options are checked when ``dask worker`` parses them.
+
+    distributed parses a preload's options before the worker starts (its
+    validate_preload_argv) but catches what the preload raises once the worker
+    runs, and then goes on with Dask's own store. So the config is checked here,
+    at parse time, as `spillway validate` checks it: a misspelled key stops the
+    worker with the validator's message and exit status 2, as a missing file does.
+    """
+
+    def parse_args(self, ctx, args):
+        rest = super().parse_args(ctx, args)
+        if not ctx.resilient_parsing:
+            check_config(ctx.params["spillway_config"], ctx.params.get("spillway_profile"),
+                         tuple(v for v in (ctx.params.get("spillway_per_worker_vars") or "").split(",") if v))
+        return rest
+
+
+def check_config(path, profile=None, per_worker_vars=()):
+    """Raises click.BadParameter with every error `spillway validate` would print for `path`.
+
+    Per-worker variables stand for a folder under the system's temporary directory
+    (their real values are known only once the worker runs); the filesystem is not
+    probed, since the worker's own folders do not exist yet.
+    """
+    import tempfile
+
+    from . import _spillway
+
+    names = frozenset(per_worker_vars)
+    stand_in = os.path.join(tempfile.gettempdir(), "spillway-worker")
+
+    def resolve(name, default):
+        if name not in names:
+            return None
+        return os.environ.get(name) or default or stand_in
+
+    result = _spillway.validate_config(path, profile, vars=resolve, check_filesystem=False)
+    if not result["ok"]:
+        raise click.BadParameter("\n" + "\n".join(result["errors"]), param_hint="--spillway-config")
+    from .dask import persistent_tier_error
+
+    refused = persistent_tier_error(result["tiers"])
+    if refused:
+        raise click.BadParameter(refused, param_hint="--spillway-config")
+
+
+@click.command(cls=_SetupCommand)
 @click.option("--spillway-config", required=True, type=click.Path(exists=True, dir_okay=False),
               help="spillway tier config (YAML) with the node profiles")
 @click.option("--spillway-profile", default=None, help="profile (default: $SPILLWAY_PROFILE, then hostname rules)")
@@ -64,9 +117,15 @@ _STATE = "_spillway_preload"
               help="bytes of the next tasks' spilled inputs read ahead (auto: a quarter of the host tiers; 0: off)")
 def dask_setup(worker, spillway_config, spillway_profile, spillway_log_interval, spillway_per_worker_vars,
                spillway_worker_index, spillway_read_ahead):
-    install(worker, config=spillway_config, profile=spillway_profile, log_interval=spillway_log_interval,
-            per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v),
-            worker_index=spillway_worker_index, read_ahead=_read_ahead_bytes(spillway_read_ahead))
+    try:
+        install(worker, config=spillway_config, profile=spillway_profile, log_interval=spillway_log_interval,
+                per_worker_vars=tuple(v for v in spillway_per_worker_vars.split(",") if v),
+                worker_index=spillway_worker_index, read_ahead=_read_ahead_bytes(spillway_read_ahead))
+    except Exception as e:
+        # distributed logs what a preload raises and starts the worker anyway, on Dask's own
+        # store: a worker that asked for spillway must not join the cluster without it.
+        logger.critical("spillway: worker %s stops: its store did not open: %s: %s", worker.name, type(e).__name__, e)
+        raise StoreFailed(f"spillway: the store did not open: {type(e).__name__}: {e}") from e
 
 
 def _read_ahead_bytes(text):
@@ -170,7 +229,8 @@ def _register_metrics(store, worker_name):
     try:
         from prometheus_client import REGISTRY
     except ImportError:
-        logger.info("spillway: prometheus_client is not installed; engine metrics are not exported")
+        logger.warning("spillway: prometheus_client is not installed, so the engine's metrics are not on the "
+                       "worker's /metrics (Debian: apt-get install python3-prometheus-client)")
         return None
     from ._dask_metrics import PrometheusCollector
 

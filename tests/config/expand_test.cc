@@ -89,5 +89,26 @@ TEST_CASE("the process environment, with a HOSTNAME fallback") {
   if (saved) setenv("HOSTNAME", keep.c_str(), 1);
 }
 
+TEST_CASE("a caller's variables come before the environment and see the default") {
+  EnvLookup env = FakeEnv({{"DIR", "/env"}, {"OTHER", "/o"}});
+  std::vector<std::pair<std::string, std::optional<std::string>>> asked;
+  VarResolver vars = [&](const std::string& name,
+                         const std::optional<std::string>& fallback) -> StatusOr<std::optional<std::string>> {
+    asked.emplace_back(name, fallback);
+    if (name == "DIR") return std::optional<std::string>("/mine #1 \"q\"");
+    if (name == "BAD") return Status::InvalidArgument("no value for it");
+    return std::optional<std::string>();
+  };
+  StatusOr<std::string> s = ExpandVars("${DIR}/a:${OTHER}:${NONE:-${OTHER}/d}", env, vars);
+  REQUIRE(s.ok());
+  CHECK(*s == "/mine #1 \"q\"/a:/o:/o/d");
+  REQUIRE(asked.size() == 4);  // DIR, OTHER, OTHER inside NONE's default (expanded once), NONE
+  CHECK(asked[0] == std::make_pair(std::string("DIR"), std::optional<std::string>()));
+  CHECK(asked[3] == std::make_pair(std::string("NONE"), std::optional<std::string>("/o/d")));
+  StatusOr<std::string> bad = ExpandVars("x/${BAD}", env, vars);
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message() == "${BAD}: no value for it");
+}
+
 }  // namespace
 }  // namespace spillway

@@ -160,5 +160,25 @@ TEST_CASE("aliases cannot blow up the document") {
   CHECK(FindError(r, "", "more than 100000 values"));
 }
 
+TEST_CASE("LoadOptions::vars fill parsed values and scratch_path moves only scratch tiers") {
+  LoadOptions o = testing::NoMachine();
+  o.vars = [](const std::string& name, const std::optional<std::string>&) -> StatusOr<std::optional<std::string>> {
+    if (name == "W") return std::optional<std::string>("/w #1\n  - injected");
+    return std::optional<std::string>();
+  };
+  o.scratch_path = [](const std::string& p) { return p + "/worker-7"; };
+  LoadResult r = testing::LoadYaml(
+      "version: 1\n"
+      "tiers:\n"
+      "  - {name: host, kind: host, capacity: 64MiB}\n"
+      "  - name: a\n    kind: file\n    capacity: 1MiB\n    paths:\n      - ${W}/a\n"
+      "  - name: b\n    kind: file\n    capacity: 1MiB\n    persistent: true\n    paths: [/p/b]\n",
+      o);
+  REQUIRE_MESSAGE(r.ok(), r.Summary());
+  REQUIRE(r.config.tiers.size() == 3);
+  CHECK(r.config.tiers[1].paths == std::vector<std::string>{"/w #1\n  - injected/a/worker-7"});
+  CHECK(r.config.tiers[2].paths == std::vector<std::string>{"/p/b"});
+}
+
 }  // namespace
 }  // namespace spillway

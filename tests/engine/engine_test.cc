@@ -3,6 +3,7 @@
 // space reclamation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +32,27 @@ TEST_CASE("put and get round trip, multi-buffer, arbitrary key bytes") {
   CHECK(std::memcmp(h->buffer(0).data(), a.data(), a.size()) == 0);
   CHECK(std::memcmp(h->buffer(2).data(), c.data(), c.size()) == 0);
   CHECK(e->Get("missing").status().IsNotFound());
+}
+
+TEST_CASE("ListKeys reports every stored key with its tier and size, and none erased") {
+  TempDir dir("eng");
+  auto e = MustOpen(HostFileChain(dir.path(), 1 << 20, 64 << 20));
+  CHECK(e->ListKeys().empty());
+  std::vector<std::byte> small = Bytes(100, 1), large = Bytes(2 << 20, 2);
+  std::string nul_key("a\0b", 3);
+  REQUIRE(e->Put(nul_key, small).ok());
+  REQUIRE(e->Put("large", large).ok());  // larger than the host tier: in the file tier
+  REQUIRE(e->Put("gone", small).ok());
+  REQUIRE(e->Erase("gone").ok());
+  std::vector<KeyInfo> keys = e->ListKeys();
+  std::sort(keys.begin(), keys.end(), [](const KeyInfo& a, const KeyInfo& b) { return a.key < b.key; });
+  REQUIRE(keys.size() == 2);
+  CHECK(keys[0].key == nul_key);
+  CHECK(keys[0].tier == 0);
+  CHECK(keys[0].raw_bytes == 100);
+  CHECK(keys[1].key == "large");
+  CHECK(keys[1].tier == 1);
+  CHECK(keys[1].raw_bytes == large.size());
 }
 
 TEST_CASE("an object larger than the host tier goes to the file tier, too large for all is NoSpace") {

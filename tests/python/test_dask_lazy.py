@@ -108,7 +108,7 @@ def test_relive_hands_a_value_read_back_to_the_engine_live(tmp_path):
     gc.collect()
     k = next(iter(spilled))
     v = s[k]  # read back: deserialized once, held live again (SpillBuffer's move to fast)
-    assert lazy(s)["relived"] == 1 and s[k] is v and s.engine.get_external(s._engine_key(k)) is v
+    assert lazy(s)["relived"] == 1 and s[k] is v and s.engine.get_external(s._keys[k].ekey) is v
     s.engine.flush()
     assert k not in s.slow or lazy(s)["lazy_serializations"] > len(spilled)  # live again, or demoted again
     s.close()
