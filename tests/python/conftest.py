@@ -74,3 +74,21 @@ def fake_worker(name, local_directory, memory_limit=0, **memory_manager):
     mm = types.SimpleNamespace(data={}, memory_limit=memory_limit, memory_pause_fraction=0.8, **memory_manager)
     return types.SimpleNamespace(name=name, local_directory=str(local_directory), memory_manager=mm,
                                  state=types.SimpleNamespace(data=None), plugins={})
+
+
+def faulty_store(directory, host="1MiB", file="256MiB", **kw):
+    """A SpillwayStore whose file tier does its I/O through a fault injector: no faults until
+    ``store.engine.set_faults("eio_write=1")`` (the language of ``spillway stress --faults``)."""
+    import spillway
+    import spillway.dask as sd
+
+    real = spillway.Engine
+
+    def engine(*args, **kwargs):
+        return real(*args, faults="eio_write=0", **kwargs)
+
+    saved, sd.Engine = sd.Engine, engine
+    try:
+        return sd.SpillwayStore(chain(directory, host=host, file=file), log_interval=0, **kw)
+    finally:
+        sd.Engine = saved

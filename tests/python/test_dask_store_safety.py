@@ -15,7 +15,7 @@ pytest.importorskip("distributed")
 import spillway  # noqa: E402
 from spillway.dask import SpillwayStore  # noqa: E402
 
-from conftest import MiB, chain  # noqa: E402
+from conftest import MiB, chain, faulty_store  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
@@ -122,27 +122,9 @@ def test_an_unhashable_key_is_refused_before_anything_changes(store):
 
 # ---- failed writes ------------------------------------------------------------------
 
-def faulty_store(tmp_path, **kw):
-    """A store whose file tier does its I/O through a fault injector (off until set_faults)."""
-    cfg = chain(tmp_path / "disk", host="1MiB", file="256MiB")
-    real = spillway.Engine
-
-    class FaultyEngine:
-        def __new__(cls, *a, **k):
-            return real(*a, faults="eio_write=0", **k)
-
-    import spillway.dask as sd
-
-    saved, sd.Engine = sd.Engine, FaultyEngine
-    try:
-        return SpillwayStore(cfg, log_interval=0, **kw)
-    finally:
-        sd.Engine = saved
-
-
 @pytest.mark.parametrize("value", [b"x" * (3 * MiB), np.arange(3 * MiB // 8)], ids=["bytes", "adopted frames"])
 def test_a_failed_overwrite_keeps_the_old_value(tmp_path, value):
-    s = faulty_store(tmp_path, weak_cache=False)
+    s = faulty_store(tmp_path / "disk", weak_cache=False)
     try:
         old = np.full(3 * MiB // 8, 9.0)  # larger than the host tier: written to the file tier
         s["k"] = old
@@ -162,7 +144,7 @@ def test_a_failed_overwrite_keeps_the_old_value(tmp_path, value):
 
 
 def test_a_failed_first_write_leaves_no_key_and_no_object(tmp_path):
-    s = faulty_store(tmp_path)
+    s = faulty_store(tmp_path / "disk")
     try:
         s.engine.set_faults("eio_write=1")
         with pytest.raises(OSError):
