@@ -90,6 +90,27 @@ if ls "$src"/python/CMakeLists.txt >/dev/null && find "$prefix" -name '_spillway
   PYTHONPATH="$pkgdir" /usr/bin/python3 -c "import spillway; assert spillway.__version__" ||
     { echo "FAIL: import spillway from $pkgdir"; exit 1; }
   echo "ok: python package at $pkgdir"
+  # Its dist-info: what pip lists and uninstalls by (the RECORD names every installed file).
+  PYTHONPATH="$pkgdir" /usr/bin/python3 - "$pkgdir" <<'PY' || { echo "FAIL: the installed dist-info"; exit 1; }
+import importlib.metadata as md, os, sys, spillway
+d = md.distribution("spillway-engine")
+assert d.version == spillway.__version__, (d.version, spillway.__version__)
+files = {str(f) for f in d.files}
+site = sys.argv[1]
+installed = {os.path.relpath(os.path.join(r, f), site) for r, _, fs in os.walk(os.path.join(site, "spillway")) for f in fs
+             if "__pycache__" not in r}
+assert installed and installed <= files, sorted(installed - files)
+assert "spillway/py.typed" in files and "spillway/_spillway.pyi" in files
+print("ok: dist-info", d.metadata["Name"], d.version, len(files), "files in RECORD")
+PY
+  if /usr/bin/python3 -m pip --version >/dev/null 2>&1; then  # pip uninstalls it whole (on a copy)
+    cp -r "$pkgdir" "$work/uninstall-site"
+    PYTHONPATH="$work/uninstall-site" /usr/bin/python3 -m pip uninstall -y --break-system-packages \
+      spillway-engine >"$work/uninstall.txt" 2>&1 || { cat "$work/uninstall.txt"; echo "FAIL: pip uninstall"; exit 1; }
+    left="$(find "$work/uninstall-site" -mindepth 1 -not -name __pycache__ -not -path '*/__pycache__/*')"
+    [ -z "$left" ] || { echo "FAIL: pip uninstall left $left"; exit 1; }
+    echo "ok: pip uninstall spillway-engine removes what cmake --install put there"
+  fi
   # ... and the distribution: Debian's pip and setuptools, offline. The CMake
   # build is reused (SPILLWAY_BUILD_DIR) so the test stays short; a copy of
   # the tree keeps pip's egg-info out of the source.
@@ -100,7 +121,10 @@ if ls "$src"/python/CMakeLists.txt >/dev/null && find "$prefix" -name '_spillway
     SPILLWAY_BUILD_DIR="$build" "$work/venv/bin/pip" install --no-build-isolation --no-index "$work/src" \
       >"$work/pip.txt" 2>&1 || { tail -20 "$work/pip.txt"; echo "FAIL: pip install"; exit 1; }
     "$work/venv/bin/python" -c "import spillway, sys; print('venv:', spillway.__file__)" | grep -q "$work/venv"
-    "$work/venv/bin/pip" show spillway >"$work/pip-show.txt" && grep -q "^License: Apache-2.0" "$work/pip-show.txt"
+    "$work/venv/bin/pip" show spillway-engine >"$work/pip-show.txt" && grep -q "^License: Apache-2.0" "$work/pip-show.txt"
+    # pip reads the dist-info `cmake --install` wrote: it lists the distribution and its files.
+    "$work/venv/bin/pip" list --path "$pkgdir" 2>/dev/null | grep -qE "^spillway-engine +[0-9]" ||
+      { echo "FAIL: pip list does not see the dist-info cmake --install wrote"; exit 1; }
     echo "ok: pip install --no-build-isolation . in a --system-site-packages venv"
   else
     echo "SKIP (pip): python3-setuptools / python3-wheel / python3-venv missing"
