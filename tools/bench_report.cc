@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "tools/bench_common.h"
@@ -221,6 +224,38 @@ nlohmann::json ToJson(const Report& rep) {
   return j;
 }
 
+namespace {
+
+// "4 KiB", "1 MiB", "1.5 GiB": a size as a tick label.
+std::string SizeLabel(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, bytes == std::floor(bytes) ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+// xtics at the sizes the series measured (at most about ten, evenly thinned).
+std::string SizeTics(const std::vector<const Series*>& shown) {
+  std::set<double> xs;
+  for (const Series* s : shown) {
+    for (auto [x, y] : s->points) {
+      if (!std::isnan(x) && x > 0 && !std::isnan(y) && y > 0) xs.insert(x);
+    }
+  }
+  const size_t step = xs.size() > 10 ? (xs.size() + 9) / 10 : 1;
+  std::string out = "set xtics (";
+  size_t i = 0, n = 0;
+  for (double x : xs) {
+    if (i++ % step != 0) continue;
+    out += (n++ ? ", '" : "'") + SizeLabel(x) + "' " + std::to_string(x);
+  }
+  return out + ")";
+}
+
+}  // namespace
+
 // The PNG: one panel per measured curve, and per section one panel of the
 // ratios to their same-run references with each target drawn across its bar
 // (green met, red missed). Unrelated data sets (the codec corpora) are bars,
@@ -229,22 +264,34 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
   if (!HaveProgram("gnuplot")) return "gnuplot is not installed: no plots drawn";
   struct Panel {
     std::string plot, title, xlabel, ylabel, setup;
-    bool bars = false;  // x is a category (data set), not a quantity
+    bool bars = false;     // x is a category (data set), not a quantity
+    bool bytes_x = false;  // x is a size: ticks at the measured sizes, labelled "4 KiB", "1 MiB"
   };
   const std::vector<Panel> panels = {
-      {"spill", "host <-> file vs fio", "object size (bytes)", "GB/s", "set logscale x 2; set format x '%.0b%B'"},
-      {"peer", "spill vs zict.File peer", "object size (bytes)", "GB/s",
-       "set logscale x 2; set logscale y; set format x '%.0b%B'"},
+      {"spill", "host <-> file vs fio", "object size", "GB/s", "set logscale x 2", false, true},
+      {"peer", "spill vs zict.File peer", "object size", "GB/s", "set logscale x 2; set logscale y", false, true},
       {"codec_c", "compress, 1 MiB chunks", "data set", "MB/s",
        "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.5:2.5]", true},
       {"codec_d", "decompress, 1 MiB chunks", "data set", "MB/s",
        "set logscale y; set xtics ('float32' 0, 'int64' 1, 'text' 2); set xrange [-0.5:2.5]", true},
-      {"incompressible", "codec cost on random data", "object size (bytes)", "% over none",
-       "set logscale x 2; set format x '%.0b%B'; set yrange [0:*]"},
-      {"small", "small objects, host tier", "object size (bytes)", "ops/s", "set logscale x 2; set logscale y"},
+      {"incompressible", "codec cost on random data", "object size", "% over none",
+       "set logscale x 2; set yrange [0:*]", false, true},
+      {"small", "small objects, host tier", "object size", "ops/s", "set logscale x 2; set logscale y", false, true},
       {"scaling_count", "time vs objects spilled", "objects", "seconds", "set logscale xy"},
-      {"scaling_bytes", "time vs bytes spilled", "bytes", "seconds", "set logscale xy; set format x '%.0b%B'"},
+      {"scaling_bytes", "time vs bytes spilled", "bytes", "seconds", "set logscale xy", false, true},
   };
+  // The series each panel shows: only panels with a measured point are drawn.
+  std::vector<std::pair<const Panel*, std::vector<const Series*>>> drawn;
+  for (const Panel& p : panels) {
+    std::vector<const Series*> shown;
+    for (const Series& s : rep.series) {
+      if (s.plot != p.plot) continue;
+      bool any = false;
+      for (auto [x, y] : s.points) any |= !std::isnan(x) && !std::isnan(y) && y > 0;
+      if (any) shown.push_back(&s);
+    }
+    if (!shown.empty()) drawn.emplace_back(&p, std::move(shown));
+  }
   // Ratio rows (a reference and a target), by section.
   std::map<int, std::vector<const Row*>> ratio_rows;
   for (const Row& r : rep.rows) {
@@ -253,7 +300,8 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
     }
   }
   std::ostringstream gp;
-  const int panel_count = static_cast<int>(panels.size() + ratio_rows.size());
+  const int panel_count = static_cast<int>(drawn.size() + ratio_rows.size());
+  if (panel_count == 0) return "nothing measured to plot";
   const int rows_of_panels = (panel_count + 2) / 3;
   gp << "set terminal pngcairo size 1800," << 520 * rows_of_panels << " font ',9' noenhanced\n";
   gp << "set output '" << png_path << "'\n";
@@ -279,25 +327,17 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
     }
     gp << "EOD\n";
   }
-  gp << "set multiplot layout " << rows_of_panels << ",3 title 'spillway bench: " << rep.machine << " " << rep.date
-     << (rep.quick ? " (quick)" : "") << "'\n";
+  std::string revision = rep.details.value("source_revision", std::string());
+  std::replace(revision.begin(), revision.end(), '\'', '`');
+  gp << "set multiplot layout " << rows_of_panels << ",3 title 'spillway bench: " << rep.machine << ", "
+     << rep.date << (revision.empty() ? "" : ", " + revision) << (rep.quick ? " (quick)" : "") << "'\n";
   const char* kKey = "set key below horizontal font ',8' samplen 2\n";
-  for (const Panel& p : panels) {
+  for (const auto& [panel, shown] : drawn) {
+    const Panel& p = *panel;
     gp << "reset\nset grid\n" << kKey;
     gp << "set title '" << p.title << "'\nset xlabel '" << p.xlabel << "'\nset ylabel '" << p.ylabel << "'\n"
        << p.setup << "\n";
-    std::vector<const Series*> shown;
-    for (const Series& s : rep.series) {
-      if (s.plot != p.plot) continue;
-      bool any = false;
-      for (auto [x, y] : s.points) any |= !std::isnan(x) && !std::isnan(y) && y > 0;
-      if (any) shown.push_back(&s);
-    }
-    if (shown.empty()) {
-      gp << "unset logscale\nset format x '%g'\nset format y '%g'\nunset xtics\nunset ytics\n"
-         << "set label 1 'not measured' at graph 0.4, 0.5\nunset key\nplot [0:1] [0:1] NaN notitle\n";
-      continue;
-    }
+    if (p.bytes_x) gp << SizeTics(shown) << "\n";
     std::vector<std::string> plots;
     const double width = 0.8 / static_cast<double>(shown.size());
     if (p.bars) gp << "set style fill solid 0.8 border -1\nset boxwidth " << width << " absolute\n";
@@ -347,6 +387,11 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
   if (!wrote) return "cannot write the gnuplot script";
   int rc = 0;
   const std::string out = RunCapture("gnuplot " + ShellQuote(tmpl), &rc);
+  // SPILLWAY_BENCH_PLOT_SCRIPT=FILE keeps the script (docs/bench.md): to restyle a plot, and for tests.
+  if (const char* keep = std::getenv("SPILLWAY_BENCH_PLOT_SCRIPT"); keep != nullptr && *keep != '\0') {
+    std::error_code ec;
+    std::filesystem::copy_file(tmpl, keep, std::filesystem::copy_options::overwrite_existing, ec);
+  }
   ::unlink(tmpl);
   if (rc != 0) return "gnuplot failed: " + out.substr(0, 300);
   return "";

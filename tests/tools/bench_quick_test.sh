@@ -29,7 +29,8 @@ trap 'rm -rf "$out" "$scratch"' EXIT
 
 cd "$src" || exit 1
 start=$(date +%s)
-"$cli" bench --quick --json --out "$out" --dir "$scratch" --machine ci >"$out/stdout.json" 2>"$out/stderr.txt"
+SPILLWAY_BENCH_PLOT_SCRIPT="$out/plot.gp" \
+  "$cli" bench --quick --json --out "$out" --dir "$scratch" --machine ci >"$out/stdout.json" 2>"$out/stderr.txt"
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 echo "spillway bench --quick: exit $rc in ${elapsed}s"
@@ -55,6 +56,17 @@ if len(jsons) != 1:
     problems.append("no JSON report ci-<date>.json")
 if want_png and (len(pngs) != 1 or os.path.getsize(pngs[0]) < 1000):
     problems.append("gnuplot is installed but no PNG ci-<date>.png was drawn")
+if want_png:
+    # The plot shows only what was measured, sizes as "4 KiB", and the build's revision in its title.
+    gp = open(os.path.join(out, "plot.gp")).read() if os.path.exists(os.path.join(out, "plot.gp")) else ""
+    if not gp:
+        problems.append("SPILLWAY_BENCH_PLOT_SCRIPT kept no gnuplot script")
+    elif "not measured" in gp:
+        problems.append("the plot draws a panel that was not measured")
+    elif not re.search(r"set xtics \('[0-9.]+ (B|KiB|MiB|GiB)'", gp):
+        problems.append("the plot's size axes have no '4 KiB'-style ticks")
+    elif not re.search(r"multiplot layout .* title 'spillway bench: ci, [^']*, [0-9a-f]{7,}", gp):
+        problems.append("the plot's title names no machine, date and revision")
 doc = json.load(open(jsons[0])) if jsons else {}
 printed = json.load(open(os.path.join(out, "stdout.json")))
 if printed.get("rows") != doc.get("rows"):
