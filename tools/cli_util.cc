@@ -30,6 +30,11 @@ std::string FindDataFile(std::string_view relative) {
     for (fs::path p = bin; !p.empty() && p != p.root_path(); p = p.parent_path()) roots.push_back(p);
     roots.push_back(bin.parent_path() / "share" / "spillway");
   }
+#ifdef SPILLWAY_SOURCE_DIR
+  // A build tree knows its sources: an out-of-tree build (cmake -S . -B /elsewhere)
+  // finds them here, after an installed layout's share/spillway.
+  roots.push_back(SPILLWAY_SOURCE_DIR);
+#endif
   for (const fs::path& r : roots) {
     std::error_code ec;
     const fs::path c = r / relative;

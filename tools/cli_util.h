@@ -15,8 +15,9 @@ std::string VersionLine();
 
 // Finds `relative` (e.g. "examples/tiers.yaml", "bench/zict_peer.py") in, in
 // order: the working directory, the directories above the executable (a build
-// folder inside the source tree), and <exe>/../share/spillway (what `cmake
-// --install` lays out). Empty when none has it.
+// folder inside the source tree), <exe>/../share/spillway (what `cmake
+// --install` lays out), and the source tree the binary was built from (an
+// out-of-tree build). Empty when none has it.
 std::string FindDataFile(std::string_view relative);
 
 // A size as the config writes it ("4KiB", "1.5 MiB", "65536"); no percentages.
