@@ -52,11 +52,10 @@ if(NOT SPILLWAY_CUDA STREQUAL "OFF")
   if(CUDAToolkit_FOUND)
     set(SPILLWAY_HAVE_CUDA ON)
     add_library(spillway::dep_cuda INTERFACE IMPORTED GLOBAL)
-    if(SPILLWAY_STATIC_DEPS)
-      target_link_libraries(spillway::dep_cuda INTERFACE CUDA::cudart_static)
-    else()
-      target_link_libraries(spillway::dep_cuda INTERFACE CUDA::cudart)
-    endif()
+    # The CUDA runtime is linked statically, always: it loads the driver
+    # (libcuda) itself when first called, so a CUDA build's binaries start on a
+    # node without CUDA (no libcudart at load time) and see no devices there.
+    target_link_libraries(spillway::dep_cuda INTERFACE CUDA::cudart_static)
   endif()
 endif()
 message(STATUS "spillway: CUDA support ${SPILLWAY_HAVE_CUDA}; static deps ${SPILLWAY_STATIC_DEPS}")

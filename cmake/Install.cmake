@@ -29,11 +29,9 @@ set(SPILLWAY_PC_CFLAGS "")
 set(SPILLWAY_PC_LIBS "")
 if(SPILLWAY_HAVE_CUDA)
   set(SPILLWAY_PC_CFLAGS " -DSPILLWAY_HAVE_CUDA=1")
-  if(SPILLWAY_STATIC_DEPS)
-    set(SPILLWAY_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
-  else()
-    set(SPILLWAY_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart")
-  endif()
+  # The static runtime (cmake/Dependencies.cmake): a program built against the
+  # library needs no libcudart where it runs.
+  set(SPILLWAY_PC_LIBS " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()
 file(RELATIVE_PATH SPILLWAY_PC_UP "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")  # ../.. : the prefix from the .pc
 configure_file(${PROJECT_SOURCE_DIR}/cmake/spillway.pc.in ${PROJECT_BINARY_DIR}/spillway.pc @ONLY)
@@ -70,4 +68,17 @@ if(SPILLWAY_HELP2MAN AND NOT CMAKE_CROSSCOMPILING)
   install(FILES ${_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 else()
   message(STATUS "spillway: man pages skipped: help2man not found (Debian: apt-get install help2man)")
+endif()
+
+# Installed binaries and libraries carry no debug info (the build tree's keep
+# it): `cmake --install` strips the CLI and the static libraries here, the
+# Python module in python/CMakeLists.txt. -DSPILLWAY_INSTALL_STRIP=OFF keeps it.
+if(SPILLWAY_INSTALL_STRIP AND SPILLWAY_STRIP)
+  install(CODE "
+    set(_p \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}\")
+    file(GLOB _strip \"\${_p}/${CMAKE_INSTALL_BINDIR}/spillway\" \"\${_p}/${CMAKE_INSTALL_LIBDIR}/libspillway*.a\")
+    foreach(f IN LISTS _strip)
+      execute_process(COMMAND ${SPILLWAY_STRIP} --strip-debug \"\${f}\" COMMAND_ERROR_IS_FATAL ANY)
+    endforeach()
+    message(STATUS \"Stripped debug info: \${_strip}\")")
 endif()
