@@ -2,8 +2,8 @@
 // (the only yaml-cpp user) or built by hand in code and tests.
 //
 // Units are in the names: *_bytes are bytes, fractions are 0..1. Every field
-// has the documented default below; README.md "Configuration reference" is the
-// user-facing table of the same keys.
+// has the documented default below; docs/config.md is the user-facing table of
+// the same keys.
 #pragma once
 
 #include <cstdint>
