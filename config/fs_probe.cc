@@ -227,9 +227,14 @@ PathProbe CheckTierDirectory(const TierConfig& tier, size_t index, const std::st
       sink.Error(at, "'" + dir + "' is not a directory");
       return probe;
     }
-    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-      sink.Error(at, "'" + dir + "' is world-writable without the sticky bit",
-                 "chmod o-w '" + dir + "'");
+    // Others who may create files here could plant a segment (served at
+    // recovery) or a LOCK; the sticky bit only stops them deleting ours.
+    if (st.st_mode & (S_IWOTH | S_IWGRP)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      sink.Error(at, "'" + dir + "' is " + ((st.st_mode & S_IWOTH) ? "world" : "group") + "-writable (mode " +
+                         mode + "): other users could plant files in it",
+                 "chmod go-w '" + dir + "', or use a new subdirectory (the engine creates it 0700)");
       return probe;
     }
     if (st.st_uid != geteuid() && !tier.allow_symlink) {

@@ -6,25 +6,32 @@
 // injection on tier I/O leaves alone.
 #include "engine/metrics_dumper.h"
 
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "engine/stats_export.h"
 
 namespace spillway {
 namespace {
 
-// ".<base>.<pid>.tmp" next to `path`.
-std::string TempPathFor(const std::string& path) {
+// ".<base>.<random>.tmp" next to `path`: a name nobody can prepare a hard
+// link or symlink at in advance (created with O_EXCL as well, mkstemp-style).
+std::string TempPathFor(const std::string& path, uint64_t nonce) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return dir + "." + base + "." + std::to_string(::getpid()) + ".tmp";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+  return dir + "." + base + "." + hex + ".tmp";
 }
+
+// Attempts at a fresh name before giving up (each collision is 2^-64 unless
+// someone is racing us with the same names, which they cannot predict).
+constexpr int kTempAttempts = 8;
 
 }  // namespace
 
@@ -37,7 +44,6 @@ MetricsDumper::MetricsDumper(std::function<EngineStats()> snapshot, std::string 
                              FileIo* io, Logger* logger)
     : snapshot_(std::move(snapshot)),
       path_(std::move(path)),
-      tmp_path_(TempPathFor(path_)),
       interval_s_(std::isfinite(interval_s) ? interval_s : 0.0),
       io_(io != nullptr ? io : PosixForDiagnostics()),
       logger_(logger != nullptr ? logger : io_->logger()) {
@@ -99,8 +105,18 @@ Status MetricsDumper::DumpNow() {
 
 Status MetricsDumper::WriteFile(const std::string& text) {
   AppendOptions o;
+  o.exclusive = true;
   o.mode = 0644;  // the collector may run as another user
-  return WriteFileAtomic(*io_, path_, tmp_path_, text, o);
+  Status st;
+  std::random_device random;  // getrandom(2): names an observer of earlier ones cannot predict
+  for (int attempt = 0; attempt < kTempAttempts; ++attempt) {
+    const std::string tmp = TempPathFor(path_, (uint64_t{random()} << 32) | random());
+    // Exclusive create fails before writing anything when the name is taken,
+    // and WriteFileAtomic then removes nothing of anyone else's.
+    st = WriteFileAtomic(*io_, path_, tmp, text, o);
+    if (st.ok() || st.message().find("File exists") == std::string::npos) return st;
+  }
+  return st;
 }
 
 }  // namespace spillway

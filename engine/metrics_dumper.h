@@ -3,7 +3,8 @@
 // (metrics.prometheus_file, metrics.dump_interval_s in the YAML).
 //
 // Each dump goes to a hidden temporary file in the same directory
-// (".<name>.<pid>.tmp", which the collector ignores) and is renamed over
+// (".<name>.<random>.tmp", created exclusively, which the collector
+// ignores) and is renamed over
 // `path`, so a reader sees either the previous or the next complete file.
 // The file is mode 0644: the collector usually runs as another user.
 //
@@ -54,12 +55,11 @@ class MetricsDumper {
 
   const std::function<EngineStats()> snapshot_;
   const std::string path_;
-  const std::string tmp_path_;
   const double interval_s_;
   FileIo* const io_;
   Logger* const logger_;
 
-  std::mutex dump_mu_;  // one dump at a time (the temp file name is fixed)
+  std::mutex dump_mu_;  // one dump at a time
 
   mutable std::mutex mu_;  // guards stop_, last_status_, reported_
   std::condition_variable cv_;

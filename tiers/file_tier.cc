@@ -263,6 +263,11 @@ Status FileTier::LockDirectory(Stripe& s) {
     s.lock = std::move(*lock);
     return Status::OK();
   }
+  // Only contention means another engine: a LOCK that is a directory, a
+  // symlink, a FIFO or someone else's file is reported as what it is.
+  if (lock.status().code() != StatusCode::kBusy) {
+    return lock.status().WithContext("file tier '" + name() + "': cannot lock directory " + s.dir);
+  }
   std::string why = lock.status().message();
   if (why.find("pid " + std::to_string(::getpid())) != std::string::npos) {
     why += " (this process: another engine, or another tier of this chain, uses the same directory)";
@@ -312,10 +317,20 @@ Status FileTier::RecreateScratchDir(Stripe& s) {
 
 
 // Refuses a tier directory an attacker could redirect: a symlink, or one
-// owned by another user (unless the config says allow_symlink).
+// owned by another user (unless the config says allow_symlink); and one that
+// others may write in, sticky or not, where they could plant a segment or a
+// LOCK (docs/reliability.md, "The tier directory").
 Status FileTier::CheckDirectory(const std::string& dir) const {
   auto st = io_->Stat(dir);
   if (!st.ok()) return st.status().WithContext("file tier '" + name() + "'");
+  if (st->type == FileInfo::Type::kDirectory && (st->mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st->mode);
+    return Status::InvalidArgument("file tier '" + name() + "': " + dir + " (mode " + mode + ") is " +
+                                   ((st->mode & 002) ? "world" : "group") +
+                                   "-writable: other users could plant files in it (chmod go-w it, or use a "
+                                   "directory of its own such as a new subdirectory)");
+  }
   if (config().allow_symlink) return Status::OK();
   if (st->type == FileInfo::Type::kSymlink) {
     return Status::InvalidArgument("file tier '" + name() + "': " + dir +

@@ -67,6 +67,13 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
         line(path + ": not a regular file; left alone");
         continue;
       }
+      // Only this user's engine writes segments: another user's file was
+      // planted, and its records must not be served.
+      if (!info->owned) {
+        ++*skipped;
+        line(path + ": owned by uid " + std::to_string(info->uid) + ", not by this user; left alone, not served");
+        continue;
+      }
       OpenOptions opts;
       opts.write = true;
       opts.try_direct = config().io.direct;

@@ -40,6 +40,7 @@
 
 #include "base/units.h"
 #include "spillway/file_io.h"
+#include "tiers/file_tier.h"
 #include "tiers/record.h"
 #include "tiers/segment.h"
 #include "tiers/segment_manifest.h"
@@ -291,14 +292,20 @@ int RunInspect(const InspectArgs& a) {
   Manifest manifest;
   std::string manifest_problem;
   bool manifest_unreadable = false;
+  // A tier emptied by erases keeps its LOCK and MANIFEST and has no
+  // segment: empty and clean, not a wrong path.
+  bool tier_files = std::find(names->begin(), names->end(), kLockName) != names->end();
   if (auto m = ReadManifest(*io, a.dir); m.ok()) {
     manifest = std::move(*m);
+    tier_files = true;
   } else if (m.status().code() == StatusCode::kCorruption) {
     manifest_problem = m.status().message();
   } else if (!m.status().IsNotFound()) {
     manifest_problem = m.status().ToString();
     manifest_unreadable = true;
   }
+  if (!manifest_problem.empty()) tier_files = true;
+  const bool no_tier = segs.empty() && !tier_files;
 
   Scan scan;
   if (!manifest_problem.empty()) {
@@ -350,11 +357,12 @@ int RunInspect(const InspectArgs& a) {
   const uint64_t records = count[State::kLive] + count[State::kStale] + count[State::kErased];
   const bool corrupt = count[State::kCorrupt] + count[State::kMissing] > 0;
   const bool damaged = count[State::kTorn] + count[State::kFreed] > 0;
-  // A directory holding no segment file is no tier: most likely a wrong path.
-  const int rc = scan.unreadable || segs.empty() ? 2 : (corrupt || (a.strict && damaged)) ? 1 : 0;
-  const char* verdict = segs.empty() ? "NO TIER (no segment files)" : scan.unreadable ? "UNREADABLE"
+  // A directory holding no segment, LOCK or MANIFEST is no tier: most likely a wrong path.
+  const int rc = scan.unreadable || no_tier ? 2 : (corrupt || (a.strict && damaged)) ? 1 : 0;
+  const char* verdict = no_tier ? "NO TIER (no segment files)" : scan.unreadable ? "UNREADABLE"
                         : count[State::kCorrupt] > 0 ? "CORRUPT"
-                        : count[State::kMissing] > 0 ? "RECORDS MISSING" : damaged ? "clean (with torn or freed records)" : "clean";
+                        : count[State::kMissing] > 0 ? "RECORDS MISSING" : damaged ? "clean (with torn or freed records)"
+                        : segs.empty() ? "clean (empty tier)" : "clean";
 
   if (a.json) {
     nlohmann::json j;
@@ -394,7 +402,7 @@ int RunInspect(const InspectArgs& a) {
     return rc;
   }
 
-  if (segs.empty()) std::fprintf(stderr, "spillway inspect: no segment files (seg-XXXXXXXX.spw) in '%s'\n", a.dir.c_str());
+  if (no_tier) std::fprintf(stderr, "spillway inspect: no segment files (seg-XXXXXXXX.spw) in '%s'\n", a.dir.c_str());
   if (!a.summary) {
     bool header = false;
     for (const Row& r : scan.rows) {

@@ -107,6 +107,9 @@ class AppendFile {
 
 struct AppendOptions {
   bool truncate = false;  // start empty, with exactly `mode` whatever the umask
+  // Create the file, failing (AlreadyExists-like IOError "File exists") when
+  // anything is at the path: a temporary nobody else can have prepared.
+  bool exclusive = false;
   uint32_t mode = 0600;   // permission bits on create
 };
 

@@ -182,16 +182,19 @@ TEST_CASE("a symlinked directory needs allow_symlink") {
   CHECK(LoadYaml(FileChain(real), Fs()).ok());
 }
 
-TEST_CASE("a world-writable directory needs the sticky bit") {
+TEST_CASE("a directory others can write is refused, with the sticky bit or without") {
   TempDir dir("ww");
   std::string open_dir = dir.sub("open");
   REQUIRE(mkdir(open_dir.c_str(), 0700) == 0);
-  chmod(open_dir.c_str(), 0777);
-  CHECK(FindError(LoadYaml(FileChain(open_dir), Fs()), "tiers[1].paths[0]",
-                  "world-writable without the sticky bit"));
-  chmod(open_dir.c_str(), 01777);
-  LoadResult sticky = LoadYaml(FileChain(open_dir), Fs());
-  CHECK_MESSAGE(sticky.ok(), sticky.Summary());
+  for (auto [mode, what] : {std::pair{0777, "world-writable"}, std::pair{01777, "world-writable"},
+                            std::pair{0770, "group-writable"}, std::pair{01730, "group-writable"}}) {
+    CAPTURE(mode);
+    chmod(open_dir.c_str(), mode);
+    CHECK(FindError(LoadYaml(FileChain(open_dir), Fs()), "tiers[1].paths[0]", what));
+  }
+  chmod(open_dir.c_str(), 0755);
+  LoadResult own = LoadYaml(FileChain(open_dir), Fs());
+  CHECK_MESSAGE(own.ok(), own.Summary());
 }
 
 TEST_CASE("a directory owned by someone else needs allow_symlink") {

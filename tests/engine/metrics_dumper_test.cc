@@ -3,6 +3,7 @@
 // readable by another user, and the thread stops at once on destruction.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -141,4 +142,28 @@ TEST_CASE("metrics dumper: a failing dump is reported, not fatal") {
   CHECK(d.failures() == 1);
   CHECK_FALSE(d.last_status().ok());
   CHECK(d.dumps() == 0);
+}
+
+TEST_CASE("metrics dumper: a link planted at a temporary name is never written through") {
+  TempDir dir("obs-dump-link");
+  const std::string path = dir.sub("spillway.prom");
+  const std::string victim = dir.sub("victim");
+  { std::ofstream(victim) << "not metrics"; }
+  REQUIRE(::chmod(victim.c_str(), 0600) == 0);
+  // The names a dumper could predict: its pid, and the ones around it.
+  for (int d = -2; d <= 2; ++d) {
+    const std::string guess = dir.sub(".spillway.prom." + std::to_string(::getpid() + d) + ".tmp");
+    REQUIRE(::link(victim.c_str(), guess.c_str()) == 0);
+  }
+  auto calls = std::make_shared<std::atomic<uint64_t>>(0);
+  MetricsDumper d(CountingSnapshot(calls), path, 0);
+  for (int i = 0; i < 3; ++i) REQUIRE_MESSAGE(d.DumpNow().ok(), d.last_status().ToString());
+  CHECK(ReadAll(victim) == "not metrics");
+  struct stat sb;
+  REQUIRE(::stat(victim.c_str(), &sb) == 0);
+  CHECK((sb.st_mode & 0777) == 0600);
+  CHECK(ReadAll(path).find("spillway_objects") != std::string::npos);
+  size_t temporaries = 0;
+  for (const std::string& n : DirEntries(dir.path())) temporaries += n.size() > 4 && n.ends_with(".tmp");
+  CHECK(temporaries == 5);  // only the planted links: none of ours left behind
 }

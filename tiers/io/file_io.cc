@@ -67,7 +67,7 @@ Status WriteFileAtomic(FileIo& io, const std::string& path, const std::string& t
   AppendOptions o = opts;
   o.truncate = true;
   auto f = io.NewAppendFile(tmp_path, o);
-  if (!f.ok()) return f.status();
+  if (!f.ok()) return f.status();  // nothing of ours at tmp_path to remove
   Status st = (*f)->Append(data);
   Status closed = (*f)->Close();
   if (st.ok()) st = closed;

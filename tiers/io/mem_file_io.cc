@@ -434,10 +434,11 @@ StatusOr<std::unique_ptr<AppendFile>> MemFileIo::NewAppendFile(const std::string
   }
   OpenOptions o;
   o.create = o.write = true;
+  o.exclusive = opts.exclusive;
   o.try_direct = false;
   auto h = Open(raw, o);
   if (!h.ok()) return h.status();
-  if (opts.truncate) {
+  if (opts.truncate || opts.exclusive) {
     SPILLWAY_RETURN_IF_ERROR(Truncate(*h, 0));
     std::lock_guard<std::mutex> l(mu_);
     if (auto it = nodes_.find(Normalize(raw)); it != nodes_.end()) it->second.mode = opts.mode & 07777;

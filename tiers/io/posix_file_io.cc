@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -15,6 +16,8 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -42,14 +45,89 @@ constexpr size_t kMaxChunk = 1u << 30;
 
 namespace {
 
+// Fds holding a flock (LockFile, OpenOptions::lock). A fork()ed child shares
+// their open file descriptions, and with them the lock, for as long as it
+// lives; O_CLOEXEC only helps a child that execs. The atfork child handler
+// points each such fd at /dev/null instead (dup2 keeps the number valid for
+// the child's own later close), so only this process holds the lock.
+struct LockedFds {
+  std::mutex mu;  // guards fds; held across fork() by the prepare handler
+  std::set<int> fds;
+  int devnull = -1;
+};
+
+LockedFds& Locked() {
+  static LockedFds* l = [] {
+    auto* p = new LockedFds;  // never destroyed: used by atfork handlers at any time
+    p->devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    ::pthread_atfork([] { Locked().mu.lock(); }, [] { Locked().mu.unlock(); },
+                     [] {
+                       LockedFds& l = Locked();
+                       if (l.devnull >= 0) {
+                         for (int fd : l.fds) (void)::dup2(l.devnull, fd);
+                       }
+                       l.mu.unlock();
+                     });
+    return p;
+  }();
+  return *l;
+}
+
+void RegisterLocked(int fd) {
+  LockedFds& l = Locked();
+  std::lock_guard<std::mutex> g(l.mu);
+  l.fds.insert(fd);
+}
+
+// Drops the lock before the fd closes. LOCK_UN releases it on the open file
+// description, for every process sharing it: a child forked between flock
+// and RegisterLocked, or made without the atfork handlers (a raw clone),
+// then no longer keeps the file locked once we close it.
+void Unlock(int fd, bool locked) {
+  if (locked) {
+    (void)::flock(fd, LOCK_UN);
+    LockedFds& l = Locked();
+    std::lock_guard<std::mutex> g(l.mu);
+    l.fds.erase(fd);
+  }
+}
+
 // The fd behind a FileHandle: owned by the handle's object, closed with it.
 struct PosixFile final : FileObject {
   explicit PosixFile(int f) : fd(f) {}
   ~PosixFile() override {
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0) {
+      Unlock(fd, locked);
+      ::close(fd);
+    }
   }
   int fd;
+  bool locked = false;  // holds a flock (registered in Locked())
 };
+
+// Refuses what is not a regular file: a FIFO (opened without blocking, it
+// would block the first read), a device, a directory.
+Status CheckRegular(int fd, const std::string& path, struct stat* st) {
+  if (::fstat(fd, st) != 0) return Status::FromErrno(errno, Quoted("fstat", path));
+  if (!S_ISREG(st->st_mode)) {
+    const char* what = S_ISFIFO(st->st_mode) ? "a FIFO" : S_ISDIR(st->st_mode) ? "a directory"
+                       : S_ISSOCK(st->st_mode) ? "a socket" : "a device";
+    return Status::InvalidArgument(Quoted("open", path) + ": " + what +
+                                   ", not a regular file; spillway opens only regular files");
+  }
+  return Status::OK();
+}
+
+// Opened with O_NONBLOCK so a FIFO cannot hang open(); blocking again for
+// the reads and writes of the regular file it turned out to be (io_uring
+// would otherwise return EAGAIN instead of waiting).
+Status ClearNonBlock(int fd, const std::string& path) {
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    return Status::FromErrno(errno, Quoted("fcntl(~O_NONBLOCK)", path));
+  }
+  return Status::OK();
+}
 
 // The offset and length alignment O_DIRECT reads of `fd` need: statx's
 // dio_offset_align (Linux 6.1+, filesystems that report it), when it is a
@@ -141,7 +219,7 @@ Status LockOpenFile(int fd, const std::string& path, uint32_t wait_ms) {
 }  // namespace
 
 StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOptions& opts) {
-  int flags = O_CLOEXEC | O_NOFOLLOW | (opts.write ? O_RDWR : O_RDONLY);
+  int flags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (opts.write ? O_RDWR : O_RDONLY);
   if (opts.create) flags |= O_CREAT;
   if (opts.create && opts.exclusive) flags |= O_EXCL;
   int fd = ::open(path.c_str(), flags, 0600);
@@ -156,7 +234,14 @@ StatusOr<FileHandle> PosixFileIo::Open(const std::string& path, const OpenOption
   auto file = std::make_shared<PosixFile>(fd);
   h.object = file;
   h.path = path;
-  if (opts.lock) SPILLWAY_RETURN_IF_ERROR(LockOpenFile(fd, path, opts.lock_wait_ms));  // ~PosixFile closes fd
+  struct stat st;
+  SPILLWAY_RETURN_IF_ERROR(CheckRegular(fd, path, &st));  // ~PosixFile closes fd
+  SPILLWAY_RETURN_IF_ERROR(ClearNonBlock(fd, path));
+  if (opts.lock) {
+    SPILLWAY_RETURN_IF_ERROR(LockOpenFile(fd, path, opts.lock_wait_ms));
+    file->locked = true;
+    RegisterLocked(fd);
+  }
   if (opts.try_direct) {
     // O_DIRECT is switched on after open rather than passed to open(): an
     // exclusive create on a filesystem that refuses O_DIRECT would otherwise
@@ -179,6 +264,7 @@ Status PosixFileIo::Close(FileHandle& file) {
   if (p == nullptr || p->fd < 0) return Status::OK();
   int fd = p->fd;
   p->fd = -1;  // closed for every copy of the handle
+  Unlock(fd, p->locked);
   // Never retry close on EINTR: Linux has released the fd already.
   if (::close(fd) != 0 && errno != EINTR) return Status::FromErrno(errno, Quoted("close", file.path));
   return Status::OK();
@@ -398,6 +484,7 @@ class PosixAppendFile final : public AppendFile {
 StatusOr<std::unique_ptr<AppendFile>> PosixFileIo::NewAppendFile(const std::string& path, const AppendOptions& opts) {
   // O_NONBLOCK so a FIFO planted at the path cannot hang the open; cleared below.
   int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  if (opts.exclusive) flags |= O_EXCL;
   if (opts.truncate) flags |= O_TRUNC;
   const int fd = ::open(path.c_str(), flags, opts.mode);
   if (fd < 0) {
@@ -411,7 +498,7 @@ StatusOr<std::unique_ptr<AppendFile>> PosixFileIo::NewAppendFile(const std::stri
   }
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-  if (opts.truncate) (void)::fchmod(fd, opts.mode);  // the umask must not narrow it
+  if (opts.truncate || opts.exclusive) (void)::fchmod(fd, opts.mode);  // the umask must not narrow it
   return std::unique_ptr<AppendFile>(std::move(file));
 }
 
@@ -423,8 +510,30 @@ Status PosixFileIo::Rename(const std::string& from, const std::string& to) {
 }
 
 StatusOr<FileHandle> PosixFileIo::LockFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno(errno, Quoted("open", path));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    std::string what = Quoted("open", path);
+    if (err == ELOOP) what += " (a symlink: spillway does not follow symlinks)";
+    return Status::FromErrno(err, what);
+  }
+  auto file = std::make_shared<PosixFile>(fd);  // closes fd on every early return
+  // Truncating the file below must not reach anything but our own lock
+  // file: a hard link (O_NOFOLLOW stops only symlinks) could name any file
+  // of this user, and a file of another user was planted by someone else.
+  struct stat st;
+  SPILLWAY_RETURN_IF_ERROR(CheckRegular(fd, path, &st));
+  if (st.st_nlink != 1) {
+    return Status::InvalidArgument(Quoted("lock", path) + ": has " + std::to_string(st.st_nlink) +
+                                   " hard links; a lock file must have exactly one (remove it: the "
+                                   "engine makes a new one)");
+  }
+  if (st.st_uid != ::geteuid()) {
+    return Status::InvalidArgument(Quoted("lock", path) + ": owned by uid " + std::to_string(st.st_uid) +
+                                   ", not by this user (uid " + std::to_string(::geteuid()) +
+                                   "); someone else made it: check the directory, then remove it");
+  }
+  SPILLWAY_RETURN_IF_ERROR(ClearNonBlock(fd, path));
   // flock, not fcntl: its lock belongs to this open file description, so a
   // second engine in the same process is refused too, and closing some other
   // fd of the file does not drop it.
@@ -436,18 +545,17 @@ StatusOr<FileHandle> PosixFileIo::LockFile(const std::string& path) {
     const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
     unsigned long pid = 0;
     if (n > 0 && std::sscanf(buf, "pid %lu", &pid) == 1) holder = " by pid " + std::to_string(pid);
-    ::close(fd);
     if (err == EWOULDBLOCK) return Status::Busy(Quoted("lock", path) + ": held" + holder);
     return Status::FromErrno(err, Quoted("flock", path));
   }
+  file->locked = true;
+  RegisterLocked(fd);
   const std::string text = "pid " + std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
-    const int err = errno;
-    ::close(fd);
-    return Status::FromErrno(err, Quoted("write", path));
+    return Status::FromErrno(errno, Quoted("write", path));
   }
   FileHandle h;
-  h.object = std::make_shared<PosixFile>(fd);  // closing it drops the lock
+  h.object = std::move(file);  // closing it drops the lock
   h.path = path;
   return h;
 }
