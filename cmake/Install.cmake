@@ -45,30 +45,11 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/bench/zict_peer.py DESTINATION ${CMAKE_IN
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/CHANGELOG.md ${PROJECT_SOURCE_DIR}/README.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-# Man pages, generated at build time from the CLI's own --help by help2man
-# (Debian: help2man); skipped with a message where it is absent.
-find_program(SPILLWAY_HELP2MAN help2man)
-if(SPILLWAY_HELP2MAN AND NOT CMAKE_CROSSCOMPILING)
-  set(_man_dir ${PROJECT_BINARY_DIR}/man)
-  set(_pages)
-  set(_gen ${PROJECT_SOURCE_DIR}/cmake/help2man.sh)
-  foreach(sub "" validate demo info stress inspect bench version)
-    if(sub STREQUAL "")
-      set(_page ${_man_dir}/spillway.1)
-    else()
-      set(_page ${_man_dir}/spillway-${sub}.1)
-    endif()
-    add_custom_command(OUTPUT ${_page}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${_man_dir}
-      COMMAND bash ${_gen} ${SPILLWAY_HELP2MAN} $<TARGET_FILE:spillway_cli> "${PROJECT_VERSION}" "${sub}" ${_page}
-      DEPENDS spillway_cli ${_gen} COMMENT "man page ${_page}" VERBATIM)
-    list(APPEND _pages ${_page})
-  endforeach()
-  add_custom_target(spillway_man ALL DEPENDS ${_pages})
-  install(FILES ${_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-else()
-  message(STATUS "spillway: man pages skipped: help2man not found (Debian: apt-get install help2man)")
-endif()
+# Hand-written man pages (man/*.1) and the bash completion.
+file(GLOB SPILLWAY_MAN_PAGES ${PROJECT_SOURCE_DIR}/man/*.1)
+install(FILES ${SPILLWAY_MAN_PAGES} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/tools/completion/spillway.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME spillway)
 
 # Installed binaries and libraries carry no debug info (the build tree's keep
 # it): `cmake --install` strips the CLI and the static libraries here, the

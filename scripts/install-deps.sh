@@ -13,8 +13,8 @@ PKGS=(
   doctest-dev libcli11-dev nlohmann-json3-dev
   # benchmarks and reference tools
   fio zstd lz4 gnuplot-nox
-  # metrics tests (promtool, node_exporter's textfile collector) and man pages
-  prometheus prometheus-node-exporter help2man
+  # metrics tests (promtool, node_exporter's textfile collector)
+  prometheus prometheus-node-exporter
   # python module and dask integration
   python3 python3-dev python3-pybind11 python3-numpy python3-pandas python3-pytest
   python3-dask python3-distributed python3-prometheus-client python3-hypothesis

@@ -72,13 +72,18 @@ else
   echo "SKIP (bench): fio or python3-zict missing"
 fi
 
-# man pages (built when help2man is there)
-if command -v help2man >/dev/null; then
-  for p in spillway spillway-validate spillway-bench; do
-    [ -s "$prefix/share/man/man1/$p.1" ] || { echo "FAIL: man page $p.1 not installed"; exit 1; }
+# man pages and the bash completion
+for p in spillway spillway-validate spillway-bench; do
+  [ -s "$prefix/share/man/man1/$p.1" ] || { echo "FAIL: man page $p.1 not installed"; exit 1; }
+done
+if command -v man >/dev/null; then
+  for p in "$prefix"/share/man/man1/spillway*.1; do
+    man -l "$p" >/dev/null 2>"$work/man.err" && [ ! -s "$work/man.err" ] ||
+      { cat "$work/man.err"; echo "FAIL: man -l $p"; exit 1; }
   done
-  echo "ok: man pages"
 fi
+[ -s "$prefix/share/bash-completion/completions/spillway" ] || { echo "FAIL: bash completion not installed"; exit 1; }
+echo "ok: man pages and bash completion"
 
 # Python: the install rule (where Debian's python3 looks for this prefix) ...
 if ls "$src"/python/CMakeLists.txt >/dev/null && find "$prefix" -name '_spillway*.so' | grep -q .; then
