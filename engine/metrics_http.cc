@@ -1,5 +1,5 @@
 // The metrics pull endpoint (engine/metrics_http.h): socket(2), bind(2),
-// poll(2), accept4(2), recv(2), send(2); nothing else.
+// poll(2), accept4(2), recv(2), send(2), shutdown(2); nothing else.
 #include "engine/metrics_http.h"
 
 #include <arpa/inet.h>
@@ -9,17 +9,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <vector>
 
 namespace spillway {
 
 #ifdef SPILLWAY_HAVE_METRICS_HTTP
 namespace {
 
-constexpr size_t kMaxHead = 8192;
-constexpr int kIoTimeoutS = 2;
+using Clock = std::chrono::steady_clock;
 
 std::string Response(const char* status, const char* type, const std::string& body, bool head,
                      const char* extra = "") {
@@ -33,17 +35,6 @@ std::string Response(const char* status, const char* type, const std::string& bo
   out += "\r\n";
   if (!head) out += body;
   return out;
-}
-
-bool SendAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // peer gone or the send timeout passed
-    off += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -66,7 +57,14 @@ std::string MetricsHttpServer::Respond(std::string_view head, const std::functio
                     "Allow: GET, HEAD\r\n");
   }
   if (target == "/metrics") {
-    return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render(), is_head);
+    std::string body;
+    try {
+      body = render();
+    } catch (const std::exception& e) {
+      return Response("500 Internal Server Error", "text/plain; charset=utf-8",
+                      std::string("rendering the metrics failed: ") + e.what() + "\n", is_head);
+    }
+    return Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body, is_head);
   }
   if (target == "/") {
     return Response("200 OK", "text/plain; charset=utf-8", "spillway: metrics at /metrics\n", is_head);
@@ -89,11 +87,11 @@ StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std:
     return Status::InvalidArgument("metrics.listen '" + listen + "': expected an IPv4 address or localhost and a port");
   }
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::FromErrno(errno, "metrics.listen: socket");
   const int one = 1;
   (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     ::close(fd);
     return Status::FromErrno(err, "metrics.listen: binding " + listen);
@@ -126,47 +124,177 @@ MetricsHttpServer::~MetricsHttpServer() {
   ::close(wake_write_);
 }
 
-void MetricsHttpServer::Loop() {
+// One accepted socket and where its exchange stands.
+struct MetricsHttpServer::Connection {
+  enum class Phase { kHead, kSend, kDrain };
+  int fd = -1;
+  Phase phase = Phase::kHead;
+  Clock::time_point accepted, deadline;
+  std::string in, out;
+  size_t sent = 0;
+  bool done = false;
+};
+
+namespace {
+
+// Reads what is there; returns false at end of stream or on an error.
+bool ReadSome(int fd, std::string* in, size_t limit) {
+  char buf[4096];
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
-    const int n = ::poll(fds, 2, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::fprintf(stderr, "spillway: metrics.listen: poll: %s; the endpoint stops\n", std::strerror(errno));
-      return;
+    const size_t want = limit > in->size() ? std::min(sizeof(buf), limit - in->size()) : sizeof(buf);
+    const ssize_t n = ::recv(fd, buf, want, MSG_DONTWAIT);
+    if (n > 0) {
+      if (in->size() < limit) in->append(buf, static_cast<size_t>(n));
+      if (in->size() >= limit) return true;
+      continue;
     }
-    if (fds[1].revents) return;
-    if (!(fds[0].revents & POLLIN)) continue;
-    const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;  // ECONNABORTED, EMFILE, ...: try again on the next poll
-    Serve(c);
-    ::close(c);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
   }
 }
 
-void MetricsHttpServer::Serve(int fd) {
-  timeval tv{kIoTimeoutS, 0};
-  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string head;
-  char buf[1024];
-  // Read until the blank line ending the head; the body (none for GET) is ignored.
-  while (head.find("\r\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-    if (head.size() >= kMaxHead) {
-      (void)SendAll(fd, Response("431 Request Header Fields Too Large", "text/plain; charset=utf-8",
-                                 "request head over 8 KiB\n", false));
+bool HeadComplete(const std::string& in) {
+  return in.find("\r\n\r\n") != std::string::npos || in.find("\n\n") != std::string::npos;
+}
+
+}  // namespace
+
+void MetricsHttpServer::Loop() {
+  using Phase = Connection::Phase;
+  std::vector<Connection> conns;
+  conns.reserve(kMaxConnections);
+  std::vector<pollfd> fds;
+  Clock::time_point accept_paused_until{};
+
+  const auto start_response = [this](Connection& c, std::string response, Clock::time_point now) {
+    c.out = std::move(response);
+    c.sent = 0;
+    c.phase = Phase::kSend;
+    c.deadline = now + kSendDeadline;
+  };
+  // Sends what the socket takes; once all is sent, half-closes and drains
+  // what the client may still send, so closing cannot reset the connection
+  // before the client has read the response.
+  const auto pump = [](Connection& c, Clock::time_point now) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      c.done = true;  // the peer is gone
       return;
     }
-    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), kMaxHead - head.size()), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (head.empty()) return;  // closed or timed out before saying anything
-      break;                     // answer what came (it may be a bare request line)
+    (void)::shutdown(c.fd, SHUT_WR);
+    c.phase = Phase::kDrain;
+    c.deadline = std::min(c.deadline, now + std::chrono::seconds(1));
+    c.out.clear();
+    c.out.shrink_to_fit();
+  };
+
+  bool stop = false;
+  while (!stop) {
+    Clock::time_point now = Clock::now();
+    for (Connection& c : conns) {
+      if (c.done || now < c.deadline) continue;
+      if (c.phase == Phase::kHead && !c.in.empty()) {
+        // One best-effort attempt to say why; never waits.
+        const std::string r = Response("408 Request Timeout", "text/plain; charset=utf-8",
+                                       "the request head did not arrive in time\n", false);
+        (void)::send(c.fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      if (c.phase != Phase::kDrain) dropped_.fetch_add(1, std::memory_order_relaxed);
+      c.done = true;
     }
-    head.append(buf, static_cast<size_t>(n));
+    std::erase_if(conns, [](const Connection& c) {
+      if (c.done) ::close(c.fd);
+      return c.done;
+    });
+
+    const bool accepting = now >= accept_paused_until;
+    fds.clear();
+    fds.push_back({wake_read_, POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
+    Clock::time_point wake_at = accepting ? Clock::time_point::max() : accept_paused_until;
+    for (const Connection& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.phase == Phase::kSend ? POLLOUT : POLLIN), 0});
+      wake_at = std::min(wake_at, c.deadline);
+    }
+    int timeout_ms = -1;
+    if (wake_at != Clock::time_point::max()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake_at - now).count();
+      timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, 60'000));
+    }
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "spillway: metrics.listen: poll: %s; the endpoint stops\n", std::strerror(errno));
+      break;
+    }
+    if (fds[0].revents) break;
+    now = Clock::now();
+
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = conns[i];
+      if (!fds[i + 2].revents) continue;
+      if (c.phase == Phase::kHead) {
+        const bool open = ReadSome(c.fd, &c.in, kMaxHead);
+        if (HeadComplete(c.in) || (!open && !c.in.empty())) {
+          // A complete head, or a bare request line ended by a half-close.
+          requests_.fetch_add(1, std::memory_order_relaxed);
+          start_response(c, Respond(c.in, render_), now);
+        } else if (!open) {
+          c.done = true;  // closed before saying anything
+          continue;
+        } else if (c.in.size() >= kMaxHead) {
+          start_response(c, Response("431 Request Header Fields Too Large", "text/plain; charset=utf-8",
+                                     "request head over 8 KiB\n", false),
+                         now);
+        } else {
+          continue;
+        }
+        c.in.clear();
+        c.in.shrink_to_fit();
+        pump(c, now);
+      } else if (c.phase == Phase::kSend) {
+        pump(c, now);
+      } else {
+        std::string discard;
+        if (!ReadSome(c.fd, &discard, 1 << 16)) c.done = true;
+      }
+    }
+
+    if (accepting && (fds[1].revents & POLLIN)) {
+      // Take every pending connection (bounded, so clients cannot starve the others).
+      for (size_t taken = 0; taken < kMaxConnections; ++taken) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+          if (errno == EINTR || errno == ECONNABORTED) continue;
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused_until = now + std::chrono::milliseconds(100);  // retry once descriptors free up
+          }
+          break;
+        }
+        if (conns.size() >= kMaxConnections) {
+          auto oldest = std::min_element(conns.begin(), conns.end(), [](const Connection& a, const Connection& b) {
+            return a.accepted < b.accepted;
+          });
+          ::close(oldest->fd);
+          conns.erase(oldest);
+          dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
+        Connection c;
+        c.fd = fd;
+        c.accepted = now;
+        c.deadline = now + kHeadDeadline;
+        conns.push_back(std::move(c));
+      }
+    }
   }
-  requests_.fetch_add(1, std::memory_order_relaxed);
-  (void)SendAll(fd, Respond(head, render_));
+  for (const Connection& c : conns) ::close(c.fd);
 }
 
 #else  // !SPILLWAY_HAVE_METRICS_HTTP
@@ -181,7 +309,6 @@ StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std:
 
 MetricsHttpServer::~MetricsHttpServer() = default;
 void MetricsHttpServer::Loop() {}
-void MetricsHttpServer::Serve(int) {}
 
 #endif
 

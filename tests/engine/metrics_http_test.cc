@@ -2,7 +2,9 @@
 // Prometheus export, the error field of failed events, and the pull endpoint
 // (metrics.listen): answered over a real socket on 127.0.0.1 and checked with
 // `promtool check metrics` (Debian package prometheus; skipped visibly when
-// promtool is absent).
+// promtool is absent), and held to its promises under slow clients: a scrape
+// answers and the server (and an engine serving it) closes within 1 s while
+// a hundred loopback clients trickle or stall.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -10,8 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "engine/event_log.h"
 #include "engine/metrics_http.h"
@@ -39,6 +44,51 @@ std::string Exchange(int port, const std::string& request) {
   for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return out;
+}
+
+// A connected loopback socket to `port`, or -1.
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// `n` clients that each send the start of a request and then nothing more.
+std::vector<int> StalledClients(int port, int n) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = Connect(port);
+    REQUIRE(fd >= 0);
+    REQUIRE(::send(fd, "GET /met", 8, MSG_NOSIGNAL) == 8);
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// A port nothing listens on right now (bound and released; loopback only).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  socklen_t len = sizeof(a);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 std::string Body(const std::string& response) {
@@ -181,6 +231,125 @@ TEST_CASE("metrics http: a real engine scraped on 127.0.0.1 passes promtool chec
     return;
   }
   CHECK_MESSAGE(Promtool(body, dir.path()) == "", body.substr(0, 2000));
+}
+
+TEST_CASE("metrics http: 100 stalled clients delay neither a scrape nor the server's close") {
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("spillway_objects 1\n"); });
+  if (!server.ok() && server.status().code() == StatusCode::kNotSupported) {
+    MESSAGE("SKIP: built with SPILLWAY_METRICS_HTTP=OFF");
+    return;
+  }
+  REQUIRE(server.ok());
+  const int port = (*server)->port();
+  std::vector<int> slow = StalledClients(port, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server take them all first
+
+  auto t = std::chrono::steady_clock::now();
+  const std::string resp = Exchange(port, "GET /metrics HTTP/1.0\r\n\r\n");
+  const double scrape_s = SecondsSince(t);
+  CHECK(resp.rfind("HTTP/1.0 200 OK", 0) == 0);
+  CHECK(Body(resp) == "spillway_objects 1\n");
+  CHECK_MESSAGE(scrape_s < 1.0, "the scrape took " << scrape_s << " s behind 100 stalled clients");
+
+  t = std::chrono::steady_clock::now();
+  server->reset();
+  const double close_s = SecondsSince(t);
+  CHECK_MESSAGE(close_s < 1.0, "closing took " << close_s << " s with 100 stalled clients connected");
+  for (int fd : slow) ::close(fd);
+}
+
+TEST_CASE("metrics http: the deadline covers the whole request head, not each read") {
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("x 1\n"); });
+  if (!server.ok() && server.status().code() == StatusCode::kNotSupported) {
+    MESSAGE("SKIP: built with SPILLWAY_METRICS_HTTP=OFF");
+    return;
+  }
+  REQUIRE(server.ok());
+  const int fd = Connect((*server)->port());
+  REQUIRE(fd >= 0);
+  // One byte every 50 ms, never finishing: each read is quick, the head never is.
+  const auto t = std::chrono::steady_clock::now();
+  const std::string head = "GET /metrics HTTP/1.0\r\nX-Padding: " + std::string(4000, 'a');
+  bool cut = false;
+  for (size_t i = 0; i < head.size() && SecondsSince(t) < 6.0; ++i) {
+    if (::send(fd, &head[i], 1, MSG_NOSIGNAL) != 1) {
+      cut = true;
+      break;
+    }
+    char c;
+    const ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+    if (n == 0 || (n > 0 && c == 'H')) {  // closed, or the start of a 408
+      cut = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double s = SecondsSince(t);
+  ::close(fd);
+  CHECK_MESSAGE(cut, "a client trickling one byte every 50 ms was still connected after " << s << " s");
+  CHECK(s >= 1.5);  // not before its deadline
+  CHECK(s < 4.0);
+  CHECK((*server)->dropped() >= 1);
+}
+
+TEST_CASE("metrics http: a client that never reads its answer, or a flood of idle ones, leaves the scrape alone") {
+  const std::string big(8 << 20, 'x');  // more than the socket buffers hold
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", [&big] { return big; });
+  if (!server.ok() && server.status().code() == StatusCode::kNotSupported) {
+    MESSAGE("SKIP: built with SPILLWAY_METRICS_HTTP=OFF");
+    return;
+  }
+  REQUIRE(server.ok());
+  const int port = (*server)->port();
+  const int lazy = Connect(port);
+  REQUIRE(lazy >= 0);
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  REQUIRE(::send(lazy, req.data(), req.size(), MSG_NOSIGNAL) == ssize_t(req.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t = std::chrono::steady_clock::now();
+  std::string resp = Exchange(port, req);
+  CHECK(Body(resp).size() == big.size());
+  CHECK_MESSAGE(SecondsSince(t) < 1.0, "the scrape waited " << SecondsSince(t) << " s on a client not reading");
+
+  // More idle clients than there are slots: the oldest make room.
+  std::vector<int> idle = StalledClients(port, int(MetricsHttpServer::kMaxConnections) + 20);
+  t = std::chrono::steady_clock::now();
+  resp = Exchange(port, "GET / HTTP/1.0\r\n\r\n");
+  CHECK(resp.rfind("HTTP/1.0 200 OK", 0) == 0);
+  CHECK(SecondsSince(t) < 1.0);
+  CHECK((*server)->dropped() >= 20);
+  t = std::chrono::steady_clock::now();
+  server->reset();
+  CHECK(SecondsSince(t) < 1.0);
+  for (int fd : idle) ::close(fd);
+  ::close(lazy);
+}
+
+TEST_CASE("metrics http: an engine serving the endpoint closes within 1 s while 100 clients stall") {
+  TempDir dir("metrics-http-close");
+  EngineOptions o;
+  o.background_mover = false;
+  Config c = HostFileChain(dir.path(), 1 << 20, 64 << 20);
+  const int port = FreePort();
+  c.metrics.listen = "127.0.0.1:" + std::to_string(port);
+  auto opened = Engine::Open(c, o);
+  if (!opened.ok() && opened.status().code() == StatusCode::kNotSupported) {
+    MESSAGE("SKIP: built with SPILLWAY_METRICS_HTTP=OFF");
+    return;
+  }
+  REQUIRE_MESSAGE(opened.ok(), opened.status().ToString());
+  REQUIRE((*opened)->Put("k", CompressibleBytes(4096, 1)).ok());
+  std::vector<int> slow = StalledClients(port, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto t = std::chrono::steady_clock::now();
+  const std::string resp = Exchange(port, "GET /metrics HTTP/1.0\r\n\r\n");
+  CHECK(Body(resp).find("spillway_tier_objects{") != std::string::npos);
+  CHECK(SecondsSince(t) < 1.0);
+  t = std::chrono::steady_clock::now();
+  opened->reset();
+  const double close_s = SecondsSince(t);
+  CHECK_MESSAGE(close_s < 1.0, "closing the engine took " << close_s << " s with 100 stalled clients");
+  for (int fd : slow) ::close(fd);
 }
 
 TEST_CASE("stats table: columns sized to their contents, a long tier name keeps the rows aligned") {
