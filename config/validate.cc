@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -21,6 +22,10 @@ constexpr const char* kWatermarkRule = "expected 0 < low < high <= 1";
 constexpr uint64_t kMinChunkBytes = 4096;
 constexpr uint64_t kDirectAlign = 4096;
 constexpr int kLz4MaxAcceleration = 65537;
+// The file tier measures free space as int64_t bytes; no filesystem is larger.
+constexpr uint64_t kMaxMinFreeBytes = static_cast<uint64_t>(INT64_MAX);
+// A year: the dumper's period must fit the steady clock's nanoseconds.
+constexpr double kMaxDumpIntervalS = 365.0 * 24 * 3600;
 
 std::string Num(double v) {
   char buf[32];
@@ -124,6 +129,12 @@ void CheckTier(const TierConfig& t, const std::string& f, DiagnosticSink& sink) 
                "pin_at_open (" + FormatBytes(t.pin_at_open_bytes) + ") is larger than the capacity (" +
                    FormatBytes(t.capacity_bytes) + ")",
                "at most the capacity, e.g. pin_at_open: 100%");
+  }
+  if (t.min_free_bytes > kMaxMinFreeBytes) {
+    sink.Error(f + ".min_free", "min_free of " + std::to_string(t.min_free_bytes) + " bytes (" +
+                                    FormatBytes(t.min_free_bytes) + ") is more than any filesystem holds, so the "
+                                    "reserve could never be kept",
+               "expected a size like 10GiB or a percentage below 100%, e.g. 5%");
   }
   if (t.min_free_fraction < 0 || t.min_free_fraction >= 1) {
     sink.Error(f + ".min_free", "min_free of " + std::to_string(t.min_free_fraction * 100) +
@@ -301,6 +312,9 @@ void CheckConfigValues(const Config& config, DiagnosticSink& sink) {
   if (!(m.dump_interval_s > 0)) {
     sink.Error("metrics.dump_interval_s", "dump_interval_s must be positive, found " +
                                               Num(m.dump_interval_s));
+  } else if (!(m.dump_interval_s <= kMaxDumpIntervalS)) {
+    sink.Error("metrics.dump_interval_s", "dump_interval_s " + Num(m.dump_interval_s) + " is more than a year",
+               "seconds between dumps, e.g. 10");
   }
   if (!(m.event_sample >= 0 && m.event_sample <= 1)) {
     sink.Error("metrics.event_sample", "event_sample " + Num(m.event_sample) + " is out of range",
@@ -406,6 +420,12 @@ void CheckFileTier(TierConfig& t, const std::string& f, const LoadOptions& optio
     PathProbe p = CheckTierDirectory(t, k, f, options, sink);
     if (probes) (*probes)[t.paths[k]] = p;
     if (p.fs_total_bytes == 0) continue;
+    if (t.min_free_bytes >= p.fs_total_bytes && t.min_free_bytes <= kMaxMinFreeBytes) {
+      sink.Warning(f + ".min_free",
+                   "min_free of " + FormatBytes(t.min_free_bytes) + " is not below the size of the filesystem of '" +
+                       t.paths[k] + "' (" + FormatBytes(p.fs_total_bytes) + "): the tier will never write there",
+                   "a reserve smaller than the filesystem, e.g. 5%");
+    }
     measured = true;
     all_direct = all_direct && p.direct_io;
     if (filesystems.insert(p.fs_id).second) free_bytes += p.fs_free_bytes;

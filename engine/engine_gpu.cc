@@ -5,6 +5,7 @@
 // report NotSupported and device buffers are never detected.
 #include <future>
 
+#include "base/checked_math.h"
 #include "base/units.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
@@ -27,9 +28,10 @@ Status EngineCore::OpenGpuSupport(Logger* logger) {
   uint64_t pin_at_open = 0;
   for (const TierConfig& tc : config_.tiers) {
     if (tc.kind != TierKind::kHost || !tc.pinned) continue;
-    pinned_capacity += tc.capacity_bytes;
+    pinned_capacity = SaturatingAdd(pinned_capacity, tc.capacity_bytes);
     const auto fraction = static_cast<uint64_t>(tc.pin_at_open_fraction * static_cast<double>(tc.capacity_bytes));
-    pin_at_open += std::min(tc.capacity_bytes, std::max(tc.pin_at_open_bytes, fraction));
+    pin_at_open =
+        SaturatingAdd(pin_at_open, std::min(tc.capacity_bytes, std::max(tc.pin_at_open_bytes, fraction)));
   }
   if (pinned_capacity == 0 || !cuda::BuiltWithCuda()) return Status::OK();
   auto devices = cuda::DeviceCount();

@@ -9,6 +9,7 @@
 
 #include "spillway/config_loader.h"
 #include "engine/engine_core.h"
+#include "base/checked_math.h"
 #include "base/process_memory.h"
 #include "base/scheduler.h"
 #include "engine/demoter.h"
@@ -102,7 +103,7 @@ Status EngineCore::Init() {
     const TierConfig& tc = config_.tiers[i];
     if (tc.kind == TierKind::kHost && !(tc.pinned && host_alloc_)) {
       host_cache_tiers_.push_back(static_cast<int>(i));
-      cached_capacity += tc.capacity_bytes;
+      cached_capacity = SaturatingAdd(cached_capacity, tc.capacity_bytes);
     }
   }
   if (!host_cache_tiers_.empty()) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 
+#include "base/checked_math.h"
 #include "tiers/file_tier.h"
 
 namespace spillway {
@@ -38,7 +39,10 @@ void FileTier::RefreshSpace(Stripe& s) const {
 bool FileTier::StripeHasRoom(Stripe& s, uint64_t bytes) const {
   RefreshSpace(s);
   const int64_t free = s.free_bytes.load(std::memory_order_relaxed);
-  return free >= 0 && static_cast<uint64_t>(free) >= s.reserve_bytes.load(std::memory_order_relaxed) + bytes;
+  // A reserve near 2^64 (min_free is the user's) must not wrap to a small need.
+  uint64_t need = 0;
+  if (!CheckedAdd(s.reserve_bytes.load(std::memory_order_relaxed), bytes, &need)) return false;
+  return free >= 0 && static_cast<uint64_t>(free) >= need;
 }
 
 bool FileTier::HasDeviceRoom(uint64_t bytes) const {

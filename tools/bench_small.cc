@@ -25,6 +25,7 @@
 #include "base/process_memory.h"
 #include "spillway/engine.h"
 #include "tools/bench_common.h"
+#include "tools/cli_util.h"
 
 namespace spillway::cli::bench {
 namespace {
@@ -172,11 +173,15 @@ SmallResult RunSmall(const DataPool& pool, uint64_t size, uint64_t objects, int 
 }  // namespace
 
 int RunMemoryProbe(const std::string& spec) {
-  unsigned long long n1 = 0, n2 = 0;
-  if (std::sscanf(spec.c_str(), "%llu,%llu", &n1, &n2) != 2 || n1 == 0 || n2 <= n1) {
+  const size_t comma = spec.find(',');
+  uint64_t first = 0, second = 0;
+  std::string why;
+  if (comma == std::string::npos || !ParseWholeNumber(spec.substr(0, comma), 1, UINT64_MAX, &first, &why) ||
+      !ParseWholeNumber(spec.substr(comma + 1), 2, UINT64_MAX, &second, &why) || second <= first) {
     std::fprintf(stderr, "--memory-probe wants N1,N2 with 0 < N1 < N2\n");
     return 2;
   }
+  const unsigned long long n1 = first, n2 = second;
   auto opened = Engine::Open(HostOnly(64 * kGiB));
   if (!opened.ok()) {
     std::fprintf(stderr, "%s\n", opened.status().ToString().c_str());

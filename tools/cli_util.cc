@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -12,6 +15,14 @@
 #include "spillway/version.h"
 
 namespace spillway::cli {
+namespace {
+// "0.01", "1000", "1e+08": a bound in a message.
+std::string FormatNumber(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
 
 std::string VersionLine() {
 #ifdef SPILLWAY_HAVE_CUDA
@@ -41,6 +52,68 @@ std::string FindDataFile(std::string_view relative) {
     if (fs::is_regular_file(c, ec)) return c.string();
   }
   return "";
+}
+
+bool ParseWholeNumber(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* value, std::string* why) {
+  const std::string range = "from " + std::to_string(lo) + " to " + std::to_string(hi);
+  const bool digits =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    *why = "'" + std::string(text) + "' is not a whole number " + range;
+    return false;
+  }
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi) {
+    *why = "'" + std::string(text) + "' is out of range: expected a whole number " + range;
+    return false;
+  }
+  *value = v;
+  return true;
+}
+
+bool ParseRealNumber(std::string_view text, double lo, double hi, bool above_lo, double* value, std::string* why) {
+  const std::string range = std::string(above_lo ? "above " : "from ") + FormatNumber(lo) +
+                            (above_lo ? " and at most " : " to ") + FormatNumber(hi);
+  // from_chars also reads "nan", "inf" and "infinity": only digits, points, signs and exponents pass here.
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+';
+  });
+  double v = 0;
+  const auto [end, ec] = plain ? std::from_chars(text.data(), text.data() + text.size(), v)
+                               : std::from_chars_result{text.data(), std::errc::invalid_argument};
+  if (!plain || ec == std::errc::invalid_argument || end != text.data() + text.size()) {
+    *why = "'" + std::string(text) + "' is not a number " + range;
+    return false;
+  }
+  if (ec != std::errc() || !std::isfinite(v) || v < lo || v > hi || (above_lo && v == lo)) {
+    *why = "'" + std::string(text) + "' is out of range: expected a number " + range;
+    return false;
+  }
+  *value = v;
+  return true;
+}
+
+CLI::Validator WholeNumber(uint64_t lo, uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        uint64_t v = 0;
+        std::string why;
+        if (!ParseWholeNumber(text, lo, hi, &v, &why)) return why;
+        text = std::to_string(v);  // CLI11 would read a leading 0 as octal
+        return "";
+      },
+      "N", "whole number");
+}
+
+CLI::Validator RealNumber(double lo, double hi, bool above_lo) {
+  return CLI::Validator(
+      [lo, hi, above_lo](std::string& text) -> std::string {
+        double v = 0;
+        std::string why;
+        return ParseRealNumber(text, lo, hi, above_lo, &v, &why) ? "" : why;
+      },
+      "X", "number");
 }
 
 namespace {
@@ -101,9 +174,9 @@ CLI::Validator IntList(int lo, int hi) {
         while (pos <= text.size()) {
           const size_t comma = std::min(text.find(',', pos), text.size());
           const std::string item = text.substr(pos, comma - pos);
-          char* end = nullptr;
-          const long v = std::strtol(item.c_str(), &end, 10);
-          if (item.empty() || *end != '\0' || v < lo || v > hi) {
+          uint64_t v = 0;
+          std::string why;
+          if (lo < 0 || !ParseWholeNumber(item, static_cast<uint64_t>(lo), static_cast<uint64_t>(hi), &v, &why)) {
             return "'" + item + "' is not a section number (" + std::to_string(lo) + "-" + std::to_string(hi) + ")";
           }
           pos = comma + 1;

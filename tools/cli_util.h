@@ -20,11 +20,26 @@ std::string VersionLine();
 // out-of-tree build). Empty when none has it.
 std::string FindDataFile(std::string_view relative);
 
+// Numeric options. CLI11 alone reads "-1" into an unsigned option as 2^64-1,
+// "99999999999999999999" as 2^64-1 and "nan" past CLI::Range (NaN compares
+// false), so every numeric option goes through one of these. A refused value
+// is a usage error (exit 2): "--ops: '-1' is not a whole number ...".
+//
+// Decimal digits only (no sign, exponent, hex or octal), in [lo, hi].
+bool ParseWholeNumber(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* value, std::string* why);
+// A finite decimal number in [lo, hi], or (lo, hi] when `above_lo`.
+bool ParseRealNumber(std::string_view text, double lo, double hi, bool above_lo, double* value, std::string* why);
+// CLI11 transforms for the two; they rewrite the text to the plain number the
+// option's variable is then read from.
+CLI::Validator WholeNumber(uint64_t lo, uint64_t hi);
+CLI::Validator RealNumber(double lo, double hi, bool above_lo = false);
+
 // A size as the config writes it ("4KiB", "1.5 MiB", "65536"); no percentages.
 // The CLI11 validator rewrites the option's text to plain bytes, so the option
 // can be bound to an integer; a bad value is a usage error (exit 2) naming why.
 CLI::Validator SizeArg();
-// "MIN:MAX" with units on both sides, MIN <= MAX, MAX > 0.
+// "MIN:MAX" with units on both sides, MIN <= MAX, MAX > 0. Each side goes
+// through the same checks as SizeArg (no sign, no NaN, below 2^64).
 bool ParseSizeRange(const std::string& text, uint64_t* min, uint64_t* max, std::string* why);
 
 // "1,2,5": every item an integer in [lo, hi].

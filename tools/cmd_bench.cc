@@ -165,7 +165,7 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--dir", o->dir, "Scratch directory for the file tier, fio and the peer")->capture_default_str();
   cmd->add_option("--machine", o->machine, "Machine name for the result files (default: the host name)");
   cmd->add_option("--sections", o->sections, "Comma-separated sections to run (1-6)")->capture_default_str()->check(IntList(1, 6));
-  cmd->add_option("--reps", o->reps, "Repetitions per figure (default 3, quick 1)")->check(CLI::Range(1, 20));
+  cmd->add_option("--reps", o->reps, "Repetitions per figure (default 3, quick 1)")->transform(WholeNumber(1, 20));
   cmd->add_option("--python", o->python, "Python for the zict.File peer")->capture_default_str();
   cmd->add_flag("--plots,!--no-plots", o->plots, "Draw the PNG with gnuplot (default on)");
   cmd->add_option("--memory-probe", o->memory_probe, "internal: N1,N2")->group("");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "spillway/engine.h"
+#include "base/units.h"
 #include "engine/stats_export.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
@@ -78,7 +79,15 @@ int Run(const Options& o) {
                 t.paths.empty() ? "" : ("  " + t.paths[0]).c_str());
   }
   const uint64_t first = cfg.tiers.front().capacity_bytes;
-  const uint64_t total = static_cast<uint64_t>(o.multiple * first);
+  // A capacity near 2^64 times --multiple does not fit the byte count (and
+  // converting it would be undefined).
+  const double total_d = o.multiple * static_cast<double>(first);
+  if (!(total_d < 18446744073709551616.0)) {
+    std::fprintf(stderr, "spillway demo: --multiple %g of the first tier's %s is more than 2^64 bytes\n", o.multiple,
+                 FormatBytes(first).c_str());
+    return 2;
+  }
+  const uint64_t total = static_cast<uint64_t>(total_d);
   const uint64_t count = std::max<uint64_t>(1, total / o.object_bytes);
   std::printf("\nwriting %llu objects of %s (%s, %.1fx the first tier)...\n",
               static_cast<unsigned long long>(count), HumanBytes(o.object_bytes).c_str(),
@@ -161,7 +170,9 @@ void Register(CLI::App& root, int& exit_code) {
   auto* cmd = root.add_subcommand("demo", "Write a workload larger than the first tier, read it back verified, print statistics");
   cmd->add_option("--config,-c", o->config, "Tier-chain YAML file (default: examples/tiers.yaml, installed or in the source tree)");
   cmd->add_option("--profile", o->profile, "Profile to select");
-  cmd->add_option("--multiple", o->multiple, "Workload size as a multiple of the first tier")->capture_default_str()->check(CLI::Range(0.01, 1000.0));
+  cmd->add_option("--multiple", o->multiple, "Workload size as a multiple of the first tier (0.01-1000)")
+      ->capture_default_str()
+      ->transform(RealNumber(0.01, 1000.0));
   cmd->add_option("--read-ahead", o->read_ahead,
                   "Bytes the read-back prefetches ahead of the object it reads, in two windows (auto: a quarter of "
                   "the first host tier; 0: none)")

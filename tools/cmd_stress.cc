@@ -26,6 +26,9 @@
 
 #include "spillway/config_loader.h"
 #include "spillway/engine.h"
+#include "base/checked_math.h"
+#include "base/units.h"
+#include "config/fs_probe.h"
 #include "engine/stats_export.h"
 #include "tiers/io/fault_file_io.h"
 #include "tools/cli_util.h"
@@ -36,6 +39,10 @@
 
 namespace spillway::cli {
 namespace {
+
+// --seconds at most about three years: a bound the steady clock's nanoseconds
+// hold with room to spare (converting 1e300 s to them is undefined).
+constexpr double kMaxSeconds = 1e8;
 
 struct Options {
   std::string config;
@@ -279,6 +286,17 @@ int Run(const Options& o) {
     return 2;
   }
   if (min_size == 0) min_size = 1;
+  // Each thread holds an object it writes and one it reads back: a MAX the
+  // machine cannot allocate is refused here, not met as bad_alloc mid-run.
+  uint64_t held = 0;
+  const uint64_t memory = PhysicalMemoryBytes();
+  if (!CheckedMul(max_size, 2 * static_cast<uint64_t>(o.threads), &held) || (memory > 0 && held > memory)) {
+    std::fprintf(stderr,
+                 "spillway stress: --sizes '%s': MAX of %s per object, for %d threads each holding two, is more "
+                 "than this machine's memory (%s)\n",
+                 o.sizes.c_str(), FormatBytes(max_size).c_str(), o.threads, FormatBytes(memory).c_str());
+    return 2;
+  }
   std::unique_ptr<FileIo> base;
   std::unique_ptr<FaultFileIo> faulty;
   EngineOptions eo;
@@ -463,23 +481,17 @@ void Register(CLI::App& root, int& exit_code) {
   auto* cmd = root.add_subcommand("stress", "Random Put/Get/Erase/Flush against a reference model, verifying every byte");
   cmd->add_option("--config,-c", o->config, "Tier-chain YAML file")->required();
   cmd->add_option("--profile", o->profile, "Profile to select");
-  cmd->add_option("--threads,-t", o->threads, "Worker threads")->check(CLI::Range(1, 256));
-  auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations");
+  cmd->add_option("--threads,-t", o->threads, "Worker threads (1-256)")->transform(WholeNumber(1, 256));
+  auto* ops = cmd->add_option("--ops,-n", o->ops, "Total operations")->transform(WholeNumber(0, UINT64_MAX));
   cmd->add_option("--seconds,-s", o->seconds,
                   "Run for this long instead of --ops: a bound on the run's wall time (open, workload, "
                   "final flush and verification; keys the verification cannot reach in time are reported as "
                   "unverified). The engine's close comes after and is timed on its own")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            char* end = nullptr;
-            const double x = std::strtod(v.c_str(), &end);
-            return (end != v.c_str() && *end == '\0' && x > 0) ? "" : "expected a number of seconds above 0, found '" + v + "'";
-          },
-          "SECONDS"))
+      ->transform(RealNumber(0, kMaxSeconds, /*above_lo=*/true))
       ->excludes(ops);
-  cmd->add_option("--seed", o->seed, "Random seed (replay a run)");
+  cmd->add_option("--seed", o->seed, "Random seed (replay a run)")->transform(WholeNumber(0, UINT64_MAX));
   auto* sizes = cmd->add_option("--sizes", o->sizes, "Object sizes MIN:MAX, units allowed: 4KiB:1MiB (log-uniform)");
-  cmd->add_option("--keys", o->keys, "Distinct keys")->check(CLI::Range(1ull, 100000000ull));
+  cmd->add_option("--keys", o->keys, "Distinct keys (1-100000000)")->transform(WholeNumber(1, 100000000));
   cmd->add_option("--faults", o->faults, "Inject I/O faults, e.g. eio=0.01,enospc=0.001,short=0.01,torn=0.001");
   cmd->add_flag("--verify,!--no-verify", o->verify, "Verify every key at the end (default on)");
   cmd->add_flag("--reopen", o->reopen,

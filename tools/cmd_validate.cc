@@ -14,6 +14,7 @@
 
 #include "base/units.h"
 #include "spillway/config_loader.h"
+#include "tools/cli_util.h"
 #include "tools/command.h"
 #include "tools/tier_json.h"
 
@@ -202,7 +203,7 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--worker", args->worker,
                   "Resolve the chain for this worker (0-based; default: $SPILLWAY_WORKER_INDEX): picks its device "
                   "from device: auto or a device list. Every worker's devices are checked either way")
-      ->check(CLI::Range(0, 4095));
+      ->transform(WholeNumber(0, 4095));
   cmd->add_flag("--strict", args->strict, "Treat warnings as errors");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->add_flag("--create-dirs", args->create_dirs,

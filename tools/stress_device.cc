@@ -22,6 +22,7 @@
 #include "engine/stats_export.h"
 #include "spillway/engine.h"
 #include "tiers/cuda_runtime.h"
+#include "tools/cli_util.h"
 #include "tools/pattern.h"
 
 namespace spillway::cli {
@@ -217,9 +218,9 @@ void Worker(Engine& e, const DeviceStressOptions& o, int tid, uint64_t lo, uint6
 
 int RunDeviceStress(const DeviceStressOptions& o) {
   uint64_t lo = 4096, hi = 4ull << 20;
-  if (!o.sizes.empty() &&
-      (std::sscanf(o.sizes.c_str(), "%lu:%lu", &lo, &hi) != 2 || lo > hi || hi == 0)) {
-    std::fprintf(stderr, "spillway stress --device: --sizes must be MIN:MAX in bytes, got '%s'\n", o.sizes.c_str());
+  std::string why;
+  if (!o.sizes.empty() && !ParseSizeRange(o.sizes, &lo, &hi, &why)) {
+    std::fprintf(stderr, "spillway stress --device: --sizes '%s': %s\n", o.sizes.c_str(), why.c_str());
     return 2;
   }
   if (lo == 0) lo = 1;

@@ -176,6 +176,13 @@ TEST_CASE("version, policy and metrics values") {
                   "out of range"));
   CHECK(FindError(LoadYaml(HostChain() + "metrics: {dump_interval_s: 0}\n"),
                   "metrics.dump_interval_s", "positive"));
+  // Past a year the dumper's period no longer fits the clock's nanoseconds.
+  CHECK(FindError(LoadYaml(HostChain() + "metrics: {dump_interval_s: 1e300}\n"),
+                  "metrics.dump_interval_s", "1e+300 is more than a year"));
+  for (const char* v : {"nan", ".inf", "-.inf", "1e400"}) {
+    CAPTURE(v);
+    CHECK(FindError(LoadYaml(HostChain() + "metrics: {dump_interval_s: " + v + "}\n"), "metrics.dump_interval_s", ""));
+  }
   CHECK(FindError(LoadYaml(HostChain() + "metrics: {event_rate_limit: 0}\n"),
                   "metrics.event_rate_limit", "at least 1"));
 }

@@ -12,6 +12,7 @@
 #include "engine_test_util.h"
 #include "spillway/external.h"
 #include "spillway/file_io.h"
+#include "tiers/file_tier.h"
 
 using namespace spillway;
 using namespace spillway::testing;
@@ -48,6 +49,39 @@ TEST_CASE("max_object_size and min_free are read, checked and documented in mess
   CHECK(pct.config.tiers[1].min_free_fraction == doctest::Approx(0.05));
   CHECK(FindError(LoadYaml(FileChain(dir.path(), "    min_free: 100%\n")), "tiers[1].min_free", "no room"));
   CHECK(FindWarning(LoadYaml(HostChain("    min_free: 1GiB\n")), "tiers[0].min_free", "file tiers"));
+}
+
+TEST_CASE("min_free beyond any filesystem is an error naming it, and the space check does not wrap") {
+  TempDir dir("placement");
+  CHECK(FindError(LoadYaml(FileChain(dir.path(), "    min_free: 18446744073709551615\n")), "tiers[1].min_free",
+                  "18446744073709551615 bytes"));
+  CHECK(FindError(LoadYaml(FileChain(dir.path(), "    min_free: 9223372036854775808\n")), "tiers[1].min_free",
+                  "more than any filesystem"));
+  LoadOptions measured = NoMachine();
+  measured.check_filesystem = true;  // the filesystem's size is what the warning compares with
+  LoadResult largest = LoadYaml(FileChain(dir.path(), "    min_free: 9223372036854775807\n"), measured);
+  CHECK_FALSE(FindError(largest, "tiers[1].min_free", ""));
+  CHECK(FindWarning(largest, "tiers[1].min_free", "never write there"));
+
+  // Past the validator (a Config built in code): reserve + bytes must not
+  // wrap to a small need that 100 GiB free would seem to meet.
+  auto base = MakeFileIo();
+  FakeSpaceIo io(base.get());
+  for (uint64_t reserve : {UINT64_MAX, UINT64_MAX - 4095, uint64_t{INT64_MAX} + 1}) {
+    CAPTURE(reserve);
+    TierConfig t = FileTierConfig("disk", dir.path() + "/disk", 64 << 20);
+    t.min_free_bytes = reserve;
+    FileTier tier(t, 0, &io, nullptr);
+    REQUIRE(tier.Open().ok());
+    CHECK_FALSE(tier.HasDeviceRoom(4096));
+    CHECK_FALSE(tier.HasDeviceRoom(1));
+  }
+  TierConfig t = FileTierConfig("disk", dir.path() + "/disk", 64 << 20);
+  t.min_free_bytes = 1ull << 30;
+  FileTier tier(t, 0, &io, nullptr);
+  REQUIRE(tier.Open().ok());
+  CHECK(tier.HasDeviceRoom(4096));
+  CHECK_FALSE(tier.HasDeviceRoom(UINT64_MAX));
 }
 
 TEST_CASE("an object over a tier's max_object_size skips it on Put and is not promoted into it") {
