@@ -13,6 +13,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <fstream>
 #include <sstream>
 
 #include "engine_test_util.h"
@@ -380,6 +381,43 @@ TEST_CASE("synthetic stats: escaping, per-tier and per-boundary labels, histogra
   for (const Family& f : ex.families) {
     CHECK_MESSAGE(!f.help.empty(), f.name);
     CHECK_MESSAGE(f.name.rfind("spillway_", 0) == 0, f.name);
+  }
+}
+
+// docs/observability.md's tables against the export: every family the
+// exporter writes is documented with its type, and every documented name is
+// written (for stats with every kind of tier and a boundary between them).
+TEST_CASE("the documented metric names and types are the ones exported") {
+  std::ifstream doc(std::string(SPILLWAY_SOURCE_DIR) + "/docs/observability.md");
+  REQUIRE(doc.good());
+  std::map<std::string, std::string> documented;  // name -> type
+  const std::regex row(R"(^\| `(spillway_[a-z0-9_]+)` \| (counter|gauge|histogram) \|)");
+  for (std::string line; std::getline(doc, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) {
+      CHECK_MESSAGE(documented.emplace(m[1], m[2]).second, "documented twice: " << m[1]);
+    }
+  }
+  REQUIRE(documented.size() > 20);
+
+  EngineStats s = SyntheticStats();
+  TierStats gpu;
+  gpu.name = "gpu";
+  gpu.kind = "gpu";
+  s.tiers.insert(s.tiers.begin(), gpu);
+  Exposition ex = ParsePrometheus(StatsToPrometheus(s));
+  REQUIRE_MESSAGE(ex.error.empty(), ex.error);
+  std::set<std::string> exported;
+  for (const Family& f : ex.families) {
+    exported.insert(f.name);
+    auto it = documented.find(f.name);
+    CHECK_MESSAGE(it != documented.end(), "exported but not in docs/observability.md: " << f.name);
+    if (it != documented.end()) {
+      CHECK_MESSAGE(it->second == f.type, f.name << " is a " << f.type << ", documented as " << it->second);
+    }
+  }
+  for (const auto& [name, type] : documented) {
+    CHECK_MESSAGE(exported.count(name), "documented but not exported: " << name);
   }
 }
 
