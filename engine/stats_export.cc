@@ -268,6 +268,7 @@ std::string TierConfigToJson(const TierConfig& t, const std::map<std::string, Pa
       {"paths", t.paths},
       {"filesystem", first_fs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(first_fs)},
       {"optional", t.optional},
+      {"max_object_bytes", t.max_object_bytes},
   };
   if (t.kind == TierKind::kGpu) {
     j["device"] = t.device;  // for the worker it was resolved for (device_per_worker)
@@ -283,6 +284,10 @@ std::string TierConfigToJson(const TierConfig& t, const std::map<std::string, Pa
   } else {
     j["path_info"] = std::move(paths);
     j["persistent"] = t.persistent;
+    j["wipe_persistent"] = t.wipe_persistent;
+    j["allow_symlink"] = t.allow_symlink;
+    j["min_free_bytes"] = t.min_free_bytes;
+    j["min_free_fraction"] = t.min_free_fraction;
     j["io"] = {{"direct", t.io.direct},
                {"queue_depth", t.io.queue_depth},
                {"engine", IoEngineName(t.io.engine)},

@@ -41,6 +41,7 @@ int DefaultCodecLevel(CodecKind c);
 struct Watermarks {
   double high = 0.90;  // mover starts demoting above this fraction of capacity
   double low = 0.75;   // ... and stops once usage is at or below this
+  bool operator==(const Watermarks&) const = default;
 };
 
 struct CodecConfig {
@@ -51,6 +52,7 @@ struct CodecConfig {
   double min_savings = 0.10;
   // Objects larger than this are encoded in independent chunks (parallel, streamed).
   uint64_t chunk_bytes = 1ull << 20;
+  bool operator==(const CodecConfig&) const = default;
 };
 
 struct IoConfig {
@@ -59,6 +61,7 @@ struct IoConfig {
   IoEngine engine = IoEngine::kAuto;  // auto: io_uring, falling back to POSIX
   uint64_t segment_bytes = 256ull << 20;  // size a segment file grows to before a new one
   uint64_t block_bytes = 1ull << 20;      // largest single write request
+  bool operator==(const IoConfig&) const = default;
 };
 
 struct TierConfig {
@@ -108,6 +111,7 @@ struct TierConfig {
   double pin_at_open_fraction = 0;
   // a tier that cannot be set up (no GPU, no CUDA) is dropped with a warning
   bool optional = false;
+  bool operator==(const TierConfig&) const = default;
 };
 
 struct PolicyConfig {

@@ -9,7 +9,9 @@
 // visibly. Cases: round trips of multi-buffer objects (empty buffers, sizes
 // around kIoAlign, one larger than a file tier's slab), erase, capacity
 // accounting and a full device (NoSpace), corruption detection where the tier
-// stores bytes of its own, concurrent use, and the counters.
+// stores bytes of its own, concurrent use, and the counters. Each kind's
+// config round trip (YAML -> TierConfig -> JSON -> the same) is in
+// tier_config_roundtrip_test.cc.
 #pragma once
 
 #include <doctest/doctest.h>
