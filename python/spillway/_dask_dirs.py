@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 
 logger = logging.getLogger("distributed.worker.spillway")
 
@@ -101,6 +102,58 @@ def open_engine(engine_cls, config, profile, names, value, scratch_path=None):
     else:
         config = os.fspath(config)
     return engine_cls(config, profile=profile, vars=resolve, scratch_path=scratch_path)
+
+
+def open_worker_engine(engine_cls, config, profile, per_worker_vars, worker_local_directory, per_worker_scratch,
+                       refuse):
+    """Opens a store's engine with this worker's own directories.
+
+    Per-worker variables (`per_worker_vars`) resolve under
+    <worker_local_directory>/spillway, or a fresh temporary directory outside a
+    worker; with `per_worker_scratch` (inside a worker) a scratch tier on a fixed
+    path gets the worker's folder under it. `refuse(tiers)` returns why the chain
+    cannot serve (ValueError, nothing left behind) or None. Every folder made for
+    this worker is locked (DirLock), and a killed worker's are reclaimed first.
+    Returns (engine, folders made, their locks, the temporary directory or None).
+    """
+    tmpdir = []
+
+    def worker_dir():  # <worker directory>/spillway
+        if worker_local_directory:
+            return os.path.join(os.path.normpath(os.fspath(worker_local_directory)), "spillway")
+        if not tmpdir:
+            tmpdir.append(tempfile.TemporaryDirectory(prefix="spillway-store-"))
+        return os.path.join(tmpdir[0].name, "spillway")
+
+    created = set()  # per-worker folders made for this store, outside the worker directory
+    roots = []  # what per-worker variables resolved to: paths already this worker's own
+
+    def value(name, default):
+        v = per_worker_value(name, default, worker_dir, created)
+        roots.append(os.path.normpath(v))
+        return v
+
+    def own_scratch(path):
+        norm = os.path.normpath(path)
+        if any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+            return path
+        mine = os.path.join(norm, os.path.basename(os.path.dirname(worker_dir())))
+        created.add(mine)
+        return mine
+
+    scratch = own_scratch if worker_local_directory and per_worker_scratch else None
+    engine = open_engine(engine_cls, config, profile, tuple(per_worker_vars), value, scratch)
+    refused = refuse(engine.tiers)
+    if refused:
+        engine.close()
+        remove_dirs(sorted(created), [])
+        raise ValueError(refused)
+    created = sorted(created)
+    locks = []
+    for c in created:
+        reclaim_stale(os.path.dirname(c))
+        locks.append(DirLock(c))
+    return engine, created, locks, (tmpdir[0] if tmpdir else None)
 
 
 class DirLock:

@@ -11,13 +11,15 @@ Dask's worker and dashboard read three things from ``Worker.data``:
 - ``len(data.slow)`` -> tasks in memory vs on disk in the ``tasks`` gauge.
 
 The store records each key's ``sizeof`` when it is stored. Which keys sit in a
-file tier comes from ``SpillwayStore._spilled_keys()`` (exact when the engine
-can say where a key is, see docs/python.md).
+file tier comes from ``spilled_keys`` (exact when the engine can say where a
+key is, see docs/python.md); ``store_stats`` and ``summary_line`` are the
+store's stats() and log line.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from time import monotonic
 
 
 class TierView(Mapping):
@@ -71,6 +73,148 @@ class TierView(Mapping):
 
 def file_tiers(engine_stats):
     return [t for t in engine_stats["tiers"] if t["kind"] == "file"]
+
+
+def spilled_keys(store):
+    """The keys whose bytes sit in a file tier (not in process memory).
+
+    Exact with Engine.tiers_of (a key is spilled when its main object is
+    in a file tier); with a module that lacks it, an estimate: the oldest
+    keys up to the file tiers' raw bytes (the engine demotes the least
+    recently used first).
+    """
+    if store._closed or store.engine.closed:
+        return frozenset()
+    with store._lock:
+        items = [(k, e) for k, e in store._keys.items() if not e.overflow]
+    in_file = in_file_tiers(store, [e for _, e in items])
+    if in_file is not None:
+        return {k for (k, _), f in zip(items, in_file) if f}
+    budget = sum(t["raw_bytes"] for t in file_tiers(store.engine.stats()))
+    out = set()
+    for k, e in items:
+        if budget <= 0:
+            break
+        out.add(k)
+        budget -= e.nbytes
+    return out
+
+
+def in_file_tiers(store, entries):
+    """For each entry, whether its bytes sit in a file tier (Engine.tiers_of); None when the
+    module lacks tiers_of. A value whose large frames are objects of their own is where its
+    largest frame is."""
+    tiers_of = getattr(store.engine, "tiers_of", None)
+    if tiers_of is None:
+        return None
+    if store._file_tiers is None:
+        store._file_tiers = frozenset(i for i, t in enumerate(store.engine.tiers) if t["kind"] == "file")
+    where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for e in entries])
+    return [t in store._file_tiers for t in where]
+
+
+def store_stats(store):
+    """{"engine": engine stats (tiers, boundaries, ...), "store": store counters, "summary": totals}.
+
+    Each of engine["tiers"] is the tier's entry in `spillway validate --json` and
+    `info --json` (Engine.tiers: name, kind, capacity_bytes, watermarks, codec, ...)
+    with the stats export's counters (used_bytes, objects, raw_bytes, ...) added.
+    """
+    engine = store.engine.stats()
+    for t in engine["tiers"]:
+        for k, v in store._tier_config.get(t["name"], {}).items():
+            t.setdefault(k, v)
+    spilled = spilled_keys(store)
+    m = store._materializer
+    with m.lock:
+        lazy = {"lazy_serializations": m.calls, "lazy_serialize_failures": m.failures,
+                "lazy_serialized_bytes": m.bytes, "lazy_serialize_seconds": m.seconds}
+    with store._lock:
+        counters = dict(store.counters, keys=len(store._keys), overflow_keys=len(store._overflow),
+                        weight=store._weight, spilled_keys=len(spilled), **lazy)
+    # Serializing at demotion is still serializing (Dask's pickle_time_total).
+    counters["serialize_seconds"] += lazy["lazy_serialize_seconds"]
+    tiers = engine["tiers"]
+    summary = {
+        "demotions": sum(t["demotions_out"] for t in tiers),
+        "promotions": sum(t["promotions_out"] for t in tiers),
+        "objects_by_tier": {t["name"]: t["objects"] for t in tiers},
+        "bytes_by_tier": {t["name"]: t["raw_bytes"] for t in tiers},
+        "spilled_bytes": sum(t["raw_bytes"] for t in tiers if t["kind"] == "file"),
+    }
+    return {"engine": engine, "store": counters, "summary": summary}
+
+
+def summary_line(store):
+    s = store.stats()
+    e, st = s["engine"], s["store"]
+    tiers = ", ".join(
+        f"{t['name']} {t['objects']} obj {_fmt(t['raw_bytes'])}/{_fmt(t['capacity_bytes'])}" for t in e["tiers"]
+    )
+    return (f"spillway: {st['keys']} keys; {tiers}; demotions {s['summary']['demotions']}, "
+            f"promotions {s['summary']['promotions']}, caller-thread demotions {e['sync_demotions']}, "
+            f"overflow {st['overflow_keys']}")
+
+
+def _fmt(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def spilled_total(store):
+    """(sizeof of the values in file tiers, bytes they take there), as SpillBuffer reports."""
+    from distributed.spill import SpilledSize
+
+    if store._closed:
+        return SpilledSize(0, 0)
+    spilled = spilled_keys(store)
+    with store._lock:
+        weight = sum(store._keys[k].weight for k in spilled if k in store._keys)
+    disk = sum(t["used_bytes"] for t in file_tiers(store.engine.stats()))
+    return SpilledSize(weight, disk)
+
+
+def new_counters():
+    """The store's counters (SpillwayStore.counters), all zero; stats() reports them."""
+    return {
+        "puts": 0,
+        "gets": 0,
+        "cache_hits": 0,
+        "put_bytes": 0,
+        "get_bytes": 0,
+        "serialize_seconds": 0.0,
+        "put_seconds": 0.0,
+        "get_seconds": 0.0,
+        "deserialize_seconds": 0.0,
+        "overflow_puts": 0,
+        "unread_releases": 0,  # pop/discard/del of values never read back
+        "adopted_bytes": 0,  # frame bytes the engine adopted without a copy
+        "lazy_puts": 0,  # values handed over live (put_external), not serialized by __setitem__
+        "live_hits": 0,  # reads served by the engine's live object, no deserialization
+        "relived": 0,  # values read back from bytes and handed over live again
+        "prefetch_hints": 0,  # engine objects hinted by prefetch() (ReadAhead: the next tasks' inputs)
+        "prefetch_bytes": 0,
+        "relieve_calls": 0,  # Engine.relieve_memory calls for process_memory_limit (_relieve)
+        "relieve_seconds": 0.0,
+    }
+
+
+def maybe_log(store, logger):
+    """Logs the store's summary line when log_interval has passed and something happened."""
+    if not store.log_interval:
+        return
+    now = monotonic()
+    if now - store._last_log < store.log_interval:
+        return
+    with store._lock:
+        ops = store.counters["puts"] + store.counters["gets"]
+        if ops == store._last_logged_ops or now - store._last_log < store.log_interval:
+            return
+        store._last_log = now
+        store._last_logged_ops = ops
+    logger.info(store.summary_line())
 
 
 def get_metrics(store):

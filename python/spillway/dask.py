@@ -6,64 +6,22 @@
     # or from the command line: dask worker ADDRESS --preload spillway.dask_preload \
     #     --spillway-config nodes.yaml --spillway-profile cpu-node   (see spillway.dask_preload)
 
-Values move as live objects until they must become bytes. A value that does
-not expose a buffer (a pandas frame, a list, a dict, any object) is handed to
-the engine as the live object itself (``Engine.put_external``): the host tier
-holds it, accounted at Dask's ``sizeof``, and reads return that very object.
-Only when the engine's mover demotes it to the file tier is it serialized
-(``_Materializer``, on the engine's materializer thread), and when it is read
-back it is deserialized once and handed to the engine as a live object again.
-A buffer value (NumPy, bytes) is serialized at once with Dask's serialization,
-which for those is a small header and views of the value's memory, and its
-large frames are adopted without a copy (``Engine.put_adopted``). Either way
-the bytes are ONE multi-buffer spillway object: the msgpack'd header first,
-then the frames. Serialization is Dask's own (``serialize`` with the "dask"
-then "pickle" serializers; "cuda" first when the chain has a gpu tier). The
-engine places values in the first tier with room and moves them down the
-chain under pressure: spilling is the engine's job, so
-the store does not implement Dask's manual ``evict()`` protocol and the worker's
-memory monitor leaves it alone (it still pauses the worker at the pause
-threshold, on the process memory, which includes the host tier). Size the
-host tier below the worker's memory limit. With a process memory limit (the
-preload sets one from the worker's target fraction) the host tier yields to
-the worker's other memory: for values of RELIEVE_MIN_BYTES or more,
-``__setitem__`` starts the demotions at once and a read of a value held in a
-file tier waits until its bytes fit under the limit (``Engine.relieve_memory``),
-where SpillBuffer evicts; smaller values are left to the mover's 100 ms tick.
-
-Mapping semantics Dask relies on:
-
-- ``del store[k]``, ``store.discard(k)`` and ``store.pop(k, default)`` never
-  read a value that is only held as bytes (distributed releases every key with
-  ``data.pop(key, None)`` and ignores the result): such a pop erases the
-  object and returns ``default``; a value still alive in the process (weak
-  cache, overflow) is returned. ``pop(k)`` with no default, or
-  ``pop_reads=True``, follows the MutableMapping contract and reads.
-- ``store[k] = v`` puts ``v`` in the weak cache: while the task's result is
-  alive, reads return that object instead of deserializing a second copy.
-- ``with SpillwayStore(...) as s:`` and ``close()`` (idempotent).
-- ``fast`` / ``slow`` (aliases ``memory`` / ``disk``): read-only views of the
-  keys held in memory tiers and in file tiers, for tools that inspect
-  SpillBuffer's parts.
-- ``spilled_total`` and ``get_metrics()`` in Dask's terms (``sizeof``), so the
-  managed-memory figures the worker and dashboard show match the default store's.
-
-Reading deserializes straight from the pinned object: the frames are writable
-views of the engine's bytes (``writable_views``), so Dask's deserializers
-build writeable arrays on them without a copy. As with Dask's in-memory
-values, a task that writes into its input changes the stored value while the
-object is in a memory tier.
-
-Per-worker directories: see spillway._dask_dirs (``${SPILLWAY_WORKER_DIR}``
-and ``per_worker_vars``; a killed worker's folders are reclaimed by the next
-store opened on the node).
+Values move as live objects until they must become bytes: the engine holds a
+value that exposes no buffer as the object itself (Engine.put_external) and
+serializes it only when it demotes it to a file tier; buffer values are
+serialized at once with Dask's serialization and their large frames adopted
+without a copy (spillway._dask_values). Spilling is the engine's job: the
+store does not implement Dask's evict() protocol. What the mapping guarantees
+(overwrites, pops that read nothing, fast/slow views, Dask's metrics) is in
+docs/python.md, "What the store guarantees" and "What a worker's data
+becomes"; per-worker directories in spillway._dask_dirs; the read-ahead
+plugin in spillway._dask_readahead.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import os
-import tempfile
 import threading
 import weakref
 from collections.abc import MutableMapping
@@ -75,8 +33,25 @@ from distributed.protocol.serialize import deserialize, serialize
 
 from . import Engine, NoSpaceError
 from . import _dask_dirs as dirs
-from ._dask_metrics import TierView, file_tiers
-from ._dask_metrics import get_metrics as _get_metrics
+from . import _dask_metrics as metrics
+from ._dask_metrics import TierView
+from ._dask_readahead import ReadAhead, hint_inputs, next_ready  # noqa: F401  (public here)
+from ._dask_values import (  # noqa: F401  (ADOPT_MIN_BYTES and persistent_tier_error are public here)
+    _HEADER_SUFFIX,
+    ADOPT_MIN_BYTES,
+    _device_table,
+    _Entry,
+    _exposes_buffer,
+    _is_device,
+    _is_device_value,
+    _Materializer,
+    _nbytes,
+    part_key,
+    persistent_tier_error,
+)
+
+__all__ = ["SpillwayStore", "ReadAhead", "next_ready", "persistent_tier_error", "part_key", "ADOPT_MIN_BYTES",
+           "RELIEVE_MIN_BYTES", "WORKER_DIR_VAR"]
 
 logger = logging.getLogger("distributed.worker.spillway")
 
@@ -89,143 +64,12 @@ WORKER_DIR_VAR = dirs.WORKER_DIR_VAR
 # equal keys (1 and 1.0, True) are one entry, and an overwrite writes the new
 # value beside the old one, which stays readable until the new one is in.
 _ID_PREFIX = b"v"
-_HEADER_SUFFIX = b".h"
 _MISSING = object()
 _KEY_LOCKS = 64  # stripes serializing set/del/pop of one key (puts of different keys run in parallel)
-# Frames at least this large are handed to the engine as their own objects,
-# adopted without a copy when they are writable (Engine.put_adopted).
-ADOPT_MIN_BYTES = 64 * 1024
 # Values smaller than this leave the process memory limit to the mover's tick (_relieve):
-# one of them moves the resident set by little, and a relief per value thrashed. An array
-# of 38,400 chunks of 64 KiB at 2x read 13.6 GB back for 2.4 GB of data and took 415 s
-# against 265 s for Dask's store (session 18), where it had been 1.04x faster.
+# one of them moves the resident set by little, and a relief per value thrashed
+# (docs/python.md, "What a worker's data becomes", has the measurement).
 RELIEVE_MIN_BYTES = 1 << 20
-
-
-def part_key(ekey, i):
-    return b"%s.f%d" % (ekey, i)
-
-
-def _is_device(frame):
-    return hasattr(frame, "__cuda_array_interface__") and not isinstance(frame, (bytes, bytearray, memoryview))
-
-
-def _nbytes(frame):
-    if isinstance(frame, (bytes, bytearray)):
-        return len(frame)
-    try:
-        return memoryview(frame).nbytes
-    except TypeError:
-        cai = frame.__cuda_array_interface__
-        n = int(cai["typestr"][2:])
-        for d in cai["shape"]:
-            n *= d
-        return n
-
-
-def _exposes_buffer(value):
-    try:
-        memoryview(value)
-    except TypeError:
-        return False
-    return True
-
-
-class _Materializer:
-    """Turns a live value into its bytes when the engine demotes it (put_external's callback).
-
-    Called by the engine's materializer thread with the GIL held; returns
-    [msgpack'd header, *frames], the layout __setitem__ stores for a buffer
-    value, so __getitem__ reads both alike. Takes no store lock: a thread of
-    the store may hold one while it waits inside the engine for room that this
-    very demotion makes. A value Dask cannot serialize raises: the engine keeps
-    it in memory and does not try again.
-    """
-
-    def __init__(self, serializers):
-        self.serializers = serializers
-        self.lock = threading.Lock()  # guards the counters only
-        self.calls = 0
-        self.failures = 0
-        self.seconds = 0.0
-        self.bytes = 0
-
-    def __call__(self, value):
-        t0 = perf_counter()
-        try:
-            header, frames = serialize(value, serializers=self.serializers, on_error="raise")
-            head = msgpack.dumps(header, use_bin_type=True)
-        except Exception as e:
-            with self.lock:
-                self.failures += 1
-            logger.warning("spillway: keeping a %s in process memory: cannot serialize it (%s: %s)",
-                           type(value).__name__, type(e).__name__, e)
-            raise
-        nbytes = len(head) + sum(_nbytes(f) for f in frames)
-        with self.lock:
-            self.calls += 1
-            self.bytes += nbytes
-            self.seconds += perf_counter() - t0
-        return [head, *frames]
-
-
-class _Entry:
-    """What the store knows of one key: the engine has the bytes, or the live value (lazy)."""
-
-    __slots__ = ("ekey", "nbytes", "device", "weight", "overflow", "parts", "lazy", "devval")
-
-    def __init__(self, ekey, nbytes, device, weight, overflow=False, parts=(), lazy=False, devval=False):
-        self.ekey = ekey        # engine key (b"v<id>"; the value's other objects derive from it)
-        self.nbytes = nbytes    # serialized bytes in the engine (0 for overflow)
-        self.device = device    # device frames: a companion header object exists
-        self.weight = weight    # dask.sizeof of the value, Dask's measure of it
-        self.overflow = overflow  # kept as a live object in self._overflow
-        self.parts = parts      # frame indices stored as their own (adopted) objects, largest first
-        self.lazy = lazy        # put_external: live in a memory tier until the engine demotes it
-        self.devval = devval    # a device array in the store's DeviceValueTable, under ekey
-
-    def engine_keys(self):
-        """Every engine object this entry owns (none for overflow; a device value's is the table's)."""
-        if self.overflow or self.devval:
-            return []
-        keys = [self.ekey, *(self.part_key(i) for i in self.parts)]
-        if self.device:
-            keys.append(self.ekey + _HEADER_SUFFIX)
-        return keys
-
-    def part_key(self, i):
-        return part_key(self.ekey, i)
-
-
-def persistent_tier_error(tiers):
-    """Why SpillwayStore refuses this chain (a persistent tier), or None.
-
-    A store's values do not outlive it: Dask forgets a worker's keys when the worker
-    leaves, and the store keeps no record of its keys in the engine. Over a persistent
-    tier, values demoted there before a close would be unreachable after it and never
-    reclaimed, filling the tier run after run.
-    """
-    for t in tiers:
-        if t.get("persistent"):
-            return (f"SpillwayStore: tier {t['name']!r} ({', '.join(t['paths'])}) is persistent, but a store's "
-                    "values do not outlive it (Dask forgets a worker's keys when the worker leaves), so a "
-                    "reopened store could never reach or reclaim them. Give the store scratch file tiers "
-                    "(persistent: false) or a profile that leaves this tier out; keep data that must persist "
-                    "in a spillway.Engine of its own.")
-    return None
-
-
-def _device_table(engine):  # issue 15: device values (spillway.device)
-    from .device import DeviceValueTable
-
-    return DeviceValueTable(engine)
-
-
-def _is_device_value(value):  # issue 15
-    from .device import is_device_array
-
-    return is_device_array(value)
-
 
 class SpillwayStore(MutableMapping):
     """A MutableMapping from Dask keys to values, kept in a spillway engine.
@@ -316,51 +160,15 @@ class SpillwayStore(MutableMapping):
     ):
         self._tmpdir = None
         self._closed = False
-
-        def worker_dir():  # <worker directory>/spillway
-            if worker_local_directory:
-                return os.path.join(os.path.normpath(os.fspath(worker_local_directory)), "spillway")
-            if self._tmpdir is None:
-                self._tmpdir = tempfile.TemporaryDirectory(prefix="spillway-store-")
-            return os.path.join(self._tmpdir.name, "spillway")
-
-        created = set()  # per-worker folders made for this store, outside the worker directory
-        roots = []  # what per-worker variables resolved to: paths already this worker's own
-
-        def value(name, default):
-            v = dirs.per_worker_value(name, default, worker_dir, created)
-            roots.append(os.path.normpath(v))
-            return v
-
-        def own_scratch(path):
-            # Inside a Dask worker, a scratch tier on a fixed path gets a folder of the worker's own.
-            norm = os.path.normpath(path)
-            if any(norm == r or norm.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
-                return path
-            mine = os.path.join(norm, os.path.basename(os.path.dirname(worker_dir())))
-            created.add(mine)
-            return mine
-
-        scratch = own_scratch if worker_local_directory and per_worker_scratch else None
-        self.engine = dirs.open_engine(Engine, config, profile, tuple(per_worker_vars), value, scratch)
-        refused = persistent_tier_error(self.engine.tiers)
-        if refused:
-            self.engine.close()
-            dirs.remove_dirs(sorted(created), [])
-            raise ValueError(refused)
-        # Scratch folders made for this worker go with it (at close, collection or exit).
-        # Each is locked so that, if this process is killed, the next store on the node reclaims it.
-        created = sorted(created)
-        locks = []
-        for c in created:
-            dirs.reclaim_stale(os.path.dirname(c))
-            locks.append(dirs.DirLock(c))
+        self.engine, created, locks, self._tmpdir = dirs.open_worker_engine(
+            Engine, config, profile, per_worker_vars, worker_local_directory, per_worker_scratch,
+            persistent_tier_error)
         self.scratch_dirs = created
         self._cleanup = weakref.finalize(self, dirs.remove_dirs, created, locks)
-        # Each tier in the schema of `spillway validate --json` / `info --json` (issue 17).
+        # Each tier in the schema of `spillway validate --json` / `info --json`.
         self._tier_config = {t["name"]: t for t in self.engine.tiers}
         has_gpu = any(t["kind"] == "gpu" for t in self.engine.tiers)
-        # ---- issue 15: device values (spillway.device) ----
+        # ---- device values (spillway.device) ----
         self._device = _device_table(self.engine) if has_gpu else None
         if serializers is None:
             serializers = ("cuda", "dask", "pickle") if has_gpu else ("dask", "pickle")
@@ -392,27 +200,7 @@ class SpillwayStore(MutableMapping):
         self._file_tiers = None  # indices of file tiers in engine.tiers
         self._last_log = monotonic()
         self._last_logged_ops = 0
-        self.counters = {
-            "puts": 0,
-            "gets": 0,
-            "cache_hits": 0,
-            "put_bytes": 0,
-            "get_bytes": 0,
-            "serialize_seconds": 0.0,
-            "put_seconds": 0.0,
-            "get_seconds": 0.0,
-            "deserialize_seconds": 0.0,
-            "overflow_puts": 0,
-            "unread_releases": 0,  # pop/discard/del of values never read back
-            "adopted_bytes": 0,  # frame bytes the engine adopted without a copy
-            "lazy_puts": 0,  # values handed over live (put_external), not serialized by __setitem__
-            "live_hits": 0,  # reads served by the engine's live object, no deserialization
-            "relived": 0,  # values read back from bytes and handed over live again
-            "prefetch_hints": 0,  # engine objects hinted by prefetch() (ReadAhead: the next tasks' inputs)
-            "prefetch_bytes": 0,
-            "relieve_calls": 0,  # Engine.relieve_memory calls for process_memory_limit (_relieve)
-            "relieve_seconds": 0.0,
-        }
+        self.counters = metrics.new_counters()
         self.fast = self.memory = TierView(self, spilled=False)
         self.slow = self.disk = TierView(self, spilled=True)
 
@@ -450,7 +238,7 @@ class SpillwayStore(MutableMapping):
             with self._lock:
                 old = self._keys.get(key)
             ekey = self._new_ekey()
-            # ---- issue 15: device arrays are adopted without a copy (spillway.device) ----
+            # ---- device arrays are adopted without a copy (spillway.device) ----
             if self._device is not None and _is_device_value(value):
                 self._put_device_value(key, ekey, old, value, weight, t0)
                 return
@@ -516,7 +304,7 @@ class SpillwayStore(MutableMapping):
         self._maybe_log()
         return True
 
-    def _put_device_value(self, key, ekey, old, value, weight, t0):  # issue 15
+    def _put_device_value(self, key, ekey, old, value, weight, t0):
         try:
             nbytes = self._device.put(ekey, value)
         except NoSpaceError as e:
@@ -623,7 +411,7 @@ class SpillwayStore(MutableMapping):
                 if not entry.overflow:
                     self.counters["cache_hits"] += 1
                 return value
-        if entry.devval:  # issue 15: device values
+        if entry.devval:  # a device value
             try:
                 value = self._device.get(entry.ekey)
             except KeyError:
@@ -748,7 +536,7 @@ class SpillwayStore(MutableMapping):
                 self.counters["unread_releases"] += 1
 
     def _erase_engine(self, entry):
-        if entry.devval:  # issue 15: device values
+        if entry.devval:  # a device value
             self._device.discard(entry.ekey)
             return
         self._erase_keys(entry.engine_keys())
@@ -802,7 +590,7 @@ class SpillwayStore(MutableMapping):
             if self._closed:
                 return
             self._closed = True
-            if self._device is not None and not self.engine.closed:  # issue 15: device values
+            if self._device is not None and not self.engine.closed:  # a device value
                 self._device.clear()
             self._orphans.clear()
             self._keys.clear()
@@ -825,40 +613,12 @@ class SpillwayStore(MutableMapping):
 
     # ---- where keys are -----------------------------------------------------
     def _spilled_keys(self):
-        """The keys whose bytes sit in a file tier (not in process memory).
-
-        Exact with Engine.tiers_of (a key is spilled when its main object is
-        in a file tier); with a module that lacks it, an estimate: the oldest
-        keys up to the file tiers' raw bytes (the engine demotes the least
-        recently used first).
-        """
-        if self._closed or self.engine.closed:
-            return frozenset()
-        with self._lock:
-            items = [(k, e) for k, e in self._keys.items() if not e.overflow]
-        in_file = self._in_file_tiers([e for _, e in items])
-        if in_file is not None:
-            return {k for (k, _), f in zip(items, in_file) if f}
-        budget = sum(t["raw_bytes"] for t in file_tiers(self.engine.stats()))
-        out = set()
-        for k, e in items:
-            if budget <= 0:
-                break
-            out.add(k)
-            budget -= e.nbytes
-        return out
+        """The keys whose bytes sit in a file tier (not in process memory)."""
+        return metrics.spilled_keys(self)
 
     def _in_file_tiers(self, entries):
-        """For each entry, whether its bytes sit in a file tier (Engine.tiers_of); None when the
-        module lacks tiers_of. A value whose large frames are objects of their own is where its
-        largest frame is."""
-        tiers_of = getattr(self.engine, "tiers_of", None)
-        if tiers_of is None:
-            return None
-        if self._file_tiers is None:
-            self._file_tiers = frozenset(i for i, t in enumerate(self.engine.tiers) if t["kind"] == "file")
-        where = tiers_of([e.part_key(e.parts[0]) if e.parts else e.ekey for e in entries])
-        return [t in self._file_tiers for t in where]
+        """For each entry, whether its bytes sit in a file tier; None when the module cannot say."""
+        return metrics.in_file_tiers(self, entries)
 
     # ---- read-ahead -------------------------------------------------------
     def prefetch(self, keys, max_bytes=None):
@@ -872,29 +632,7 @@ class SpillwayStore(MutableMapping):
         (a value larger than it is not read ahead: the budget bounds the memory
         the hint adds). Returns the bytes hinted.
         """
-        if self._closed or self.engine.closed:
-            return 0
-        with self._lock:
-            entries = [e for e in (self._keys.get(k) for k in keys)
-                       if e is not None and not e.overflow and not e.device]
-        if not entries:
-            return 0
-        in_file = self._in_file_tiers(entries)
-        if in_file is not None:
-            entries = [e for e, f in zip(entries, in_file) if f]
-        ekeys, total = [], 0
-        for e in entries:
-            if max_bytes is not None and total + e.nbytes > max_bytes:
-                break
-            total += e.nbytes
-            ekeys.append(e.ekey)
-            ekeys.extend(e.part_key(i) for i in e.parts)
-        if ekeys:
-            self.engine.prefetch(ekeys, "host")
-            with self._lock:
-                self.counters["prefetch_hints"] += len(ekeys)
-                self.counters["prefetch_bytes"] += total
-        return total
+        return hint_inputs(self, keys, max_bytes)
 
     def set_process_memory_limit(self, nbytes):
         """The host tiers demote while this process's resident memory is above `nbytes` (0: off)."""
@@ -942,167 +680,20 @@ class SpillwayStore(MutableMapping):
         `info --json` (Engine.tiers: name, kind, capacity_bytes, watermarks, codec, ...)
         with the stats export's counters (used_bytes, objects, raw_bytes, ...) added.
         """
-        engine = self.engine.stats()
-        for t in engine["tiers"]:
-            for k, v in self._tier_config.get(t["name"], {}).items():
-                t.setdefault(k, v)
-        spilled = self._spilled_keys()
-        m = self._materializer
-        with m.lock:
-            lazy = {"lazy_serializations": m.calls, "lazy_serialize_failures": m.failures,
-                    "lazy_serialized_bytes": m.bytes, "lazy_serialize_seconds": m.seconds}
-        with self._lock:
-            store = dict(self.counters, keys=len(self._keys), overflow_keys=len(self._overflow),
-                         weight=self._weight, spilled_keys=len(spilled), **lazy)
-        # Serializing at demotion is still serializing (Dask's pickle_time_total).
-        store["serialize_seconds"] += lazy["lazy_serialize_seconds"]
-        tiers = engine["tiers"]
-        summary = {
-            "demotions": sum(t["demotions_out"] for t in tiers),
-            "promotions": sum(t["promotions_out"] for t in tiers),
-            "objects_by_tier": {t["name"]: t["objects"] for t in tiers},
-            "bytes_by_tier": {t["name"]: t["raw_bytes"] for t in tiers},
-            "spilled_bytes": sum(t["raw_bytes"] for t in tiers if t["kind"] == "file"),
-        }
-        return {"engine": engine, "store": store, "summary": summary}
+        return metrics.store_stats(self)
 
     def summary_line(self):
-        s = self.stats()
-        e, st = s["engine"], s["store"]
-        tiers = ", ".join(
-            f"{t['name']} {t['objects']} obj {_fmt(t['raw_bytes'])}/{_fmt(t['capacity_bytes'])}" for t in e["tiers"]
-        )
-        return (f"spillway: {st['keys']} keys; {tiers}; demotions {s['summary']['demotions']}, "
-                f"promotions {s['summary']['promotions']}, caller-thread demotions {e['sync_demotions']}, "
-                f"overflow {st['overflow_keys']}")
+        return metrics.summary_line(self)
 
     def _maybe_log(self):
-        if not self.log_interval:
-            return
-        now = monotonic()
-        if now - self._last_log < self.log_interval:
-            return
-        with self._lock:
-            ops = self.counters["puts"] + self.counters["gets"]
-            if ops == self._last_logged_ops or now - self._last_log < self.log_interval:
-                return
-            self._last_log = now
-            self._last_logged_ops = ops
-        logger.info(self.summary_line())
+        metrics.maybe_log(self, logger)
 
     # Dask's metrics protocol (what SpillBuffer offers): the worker reports
     # spilled_total to the scheduler and get_metrics() to Prometheus.
     @property
     def spilled_total(self):
         """(sizeof of the values in file tiers, bytes they take there), as SpillBuffer reports."""
-        from distributed.spill import SpilledSize
-
-        if self._closed:
-            return SpilledSize(0, 0)
-        spilled = self._spilled_keys()
-        with self._lock:
-            weight = sum(self._keys[k].weight for k in spilled if k in self._keys)
-        disk = sum(t["used_bytes"] for t in file_tiers(self.engine.stats()))
-        return SpilledSize(weight, disk)
+        return metrics.spilled_total(self)
 
     def get_metrics(self):
-        return _get_metrics(self)
-
-
-def next_ready(ready, n):
-    """The next `n` tasks of a worker's ready queue (a distributed HeapSet), cheaply.
-
-    HeapSet.peekn(n) with n > 1 sorts the whole heap whenever it changed, and
-    ReadAhead asks on every task start: with tens of thousands of ready tasks
-    (an array of small chunks) that is a sort of all of them per task. The n
-    smallest entries of a binary heap lie in its first 2**n - 1 slots, so only
-    those are sorted (n at most 6: 63 slots). Entries of tasks that left the
-    set stay in the heap until popped and are skipped, so the answer may hold
-    fewer than n tasks: it is a hint. Where the heap's layout is not the known
-    one, only the next task (HeapSet.peek, O(1)).
-    """
-    if n <= 0 or not ready:
-        return []
-    heap = getattr(ready, "_heap", None)
-    if n > 1 and isinstance(heap, list):
-        try:
-            n = min(n, 6)
-            out = []
-            # Only the first n of them are surely the heap's n smallest.
-            for _, _, ref in sorted(heap[:min((1 << n) - 1, len(heap))], key=lambda x: x[:2])[:n]:
-                ts = ref()
-                if ts is not None and ts in ready:
-                    out.append(ts)
-            return out
-        except (TypeError, ValueError):
-            pass  # another layout
-    try:
-        return [ready.peek()]
-    except KeyError:
-        return []
-
-
-class ReadAhead:
-    """Worker plugin: the read-ahead hint for a task's inputs (SpillwayStore.prefetch).
-
-    Each time a task starts executing, the inputs of the next `tasks` tasks in
-    the worker's ready queue (its priority heap: what runs next; next_ready) that sit in a
-    file tier are hinted, at most `max_bytes` of them counting what the tasks
-    ahead were hinted already. Their reads then overlap the running task
-    instead of blocking the worker's event loop when the task starts
-    (distributed reads a task's inputs from ``Worker.data`` on the event
-    loop). Each ready task is hinted once. The hinted values are promoted into
-    the host tier, so they take its room (and the process memory) until the
-    task has run: the budget bounds that. docs/python.md has the figures.
-
-    spillway.dask_preload installs it (``--spillway-read-ahead``); with another
-    setup: ``worker.plugins[ReadAhead.name] = ReadAhead(worker, store)``.
-    It runs on the event loop with the GIL, and only looks up keys and queues
-    an Engine.prefetch per task, which returns at once.
-    """
-
-    name = "spillway-read-ahead"
-
-    def __init__(self, worker, store, tasks=None, max_bytes=None):
-        self.state = getattr(worker, "state", worker)
-        self.store = store
-        # The state machine's own count first: Worker.nthreads warns (FutureWarning) in newer Dask.
-        nthreads = getattr(self.state, "nthreads", None) or getattr(worker, "nthreads", None) or 1
-        self.tasks = int(tasks) if tasks else 2 * nthreads
-        if max_bytes is None:  # a quarter of the host tiers: room for the hinted values beside the rest
-            host = sum(t["capacity_bytes"] for t in store.engine.tiers if t["kind"] == "host")
-            max_bytes = host // 4
-        self.max_bytes = int(max_bytes)
-        self._hinted = {}  # task key -> bytes hinted for it; insertion-ordered, bounded
-        self.errors = 0
-
-    def transition(self, key, start, finish, **kwargs):
-        if finish != "executing" or self.store._closed:
-            return
-        ready = getattr(self.state, "ready", None)
-        if not ready:
-            return
-        budget = self.max_bytes  # less what the tasks ahead were hinted already (still being read, or in memory)
-        try:
-            for ts in next_ready(ready, self.tasks):
-                got = self._hinted.get(ts.key)
-                if got is None:
-                    if budget <= 0:
-                        break  # left for a later transition
-                    keys = [dep.key for dep in ts.dependencies if dep.state == "memory"]
-                    got = self.store.prefetch(keys, budget) if keys else 0
-                    self._hinted[ts.key] = got
-                budget -= got
-            while len(self._hinted) > 4096:
-                del self._hinted[next(iter(self._hinted))]
-        except Exception:  # a hint: never fail the worker's transition
-            self.errors += 1
-            if self.errors == 1:
-                logger.warning("spillway: read-ahead hint failed", exc_info=True)
-
-
-def _fmt(n):
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        return metrics.get_metrics(self)
