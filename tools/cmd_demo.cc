@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/escape.h"
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
 #include "tools/cli_util.h"
@@ -66,16 +67,19 @@ int Run(const Options& o) {
   }
   auto opened = Engine::OpenFile(config, eo);
   if (!opened.ok()) {
-    std::fprintf(stderr, "spillway demo: %s\n", opened.status().ToString().c_str());
+    // Several lines when the config is invalid, each diagnostic escaped already.
+    std::fprintf(stderr, "spillway demo: %s\n",
+                 EscapeControlBytes(opened.status().ToString(), EscapeMode::kControlKeepNewlines).c_str());
     return 2;
   }
   Engine& engine = **opened;
   const Config& cfg = engine.config();
-  std::printf("spillway demo: %s%s\n", cfg.source.c_str(), cfg.profile.empty() ? "" : (" profile " + cfg.profile).c_str());
+  std::printf("spillway demo: %s%s\n", EscapeControlBytes(cfg.source).c_str(),
+              cfg.profile.empty() ? "" : (" profile " + EscapeControlBytes(cfg.profile)).c_str());
   for (const TierConfig& t : cfg.tiers) {
-    std::printf("  tier %-8s %-5s %12s  codec %s%s\n", t.name.c_str(), TierKindName(t.kind),
+    std::printf("  tier %-8s %-5s %12s  codec %s%s\n", EscapeControlBytes(t.name).c_str(), TierKindName(t.kind),
                 HumanBytes(static_cast<double>(t.capacity_bytes)).c_str(), CodecKindName(t.codec.kind),
-                t.paths.empty() ? "" : ("  " + t.paths[0]).c_str());
+                t.paths.empty() ? "" : ("  " + EscapeControlBytes(t.paths[0])).c_str());
   }
   const uint64_t first = cfg.tiers.front().capacity_bytes;
   const uint64_t total = static_cast<uint64_t>(o.multiple * first);

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/escape.h"
 #include "spillway/config_loader.h"
 #include "spillway/engine.h"
 #include "engine/stats_export.h"
@@ -299,14 +300,15 @@ int Run(const Options& o) {
   if (faulty) faulty->SetEnabled(false);
   auto engine = Engine::OpenFile(o.config, eo);
   if (!engine.ok()) {
-    std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
+    std::fprintf(stderr, "spillway stress: %s\n",
+                 EscapeControlBytes(engine.status().ToString(), EscapeMode::kControlKeepNewlines).c_str());
     return 2;
   }
   budget.Mark("open");
   auto cleared = ClearEarlierObjects(**engine, o);
   if (!cleared.ok()) {
     std::fprintf(stderr, "spillway stress: erasing the objects of an earlier run: %s\n",
-                 cleared.status().ToString().c_str());
+                 EscapeControlBytes(cleared.status().ToString()).c_str());
     return 2;
   }
   if (faulty) faulty->SetEnabled(true);
@@ -316,7 +318,7 @@ int Run(const Options& o) {
       std::fprintf(stderr,
                    "spillway stress: --reopen needs every tier to be a persistent file tier; tier '%s' is not, "
                    "and what it holds does not survive a close\n",
-                   t.name.c_str());
+                   EscapeControlBytes(t.name).c_str());
       return 2;
     }
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/escape.h"
 #include "base/units.h"
 #include "spillway/config_loader.h"
 #include "tools/command.h"
@@ -99,6 +100,11 @@ void PrintTable(const LoadResult& r) {
                     CodecText(t.codec), file ? MediumName(t.medium) : "-",
                     Joined(t.paths, ","), Joined(Filesystems(t, r), ","), Notes(t)});
   }
+  // Names, paths and filesystems come from the file and ${VAR}s: a newline
+  // there would forge a row, an ESC sequence would reach the terminal.
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = EscapeControlBytes(cell);
+  }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -113,7 +119,8 @@ void PrintTable(const LoadResult& r) {
   }
 }
 
-void PrintHuman(const LoadResult& r, const std::string& source) {
+void PrintHuman(const LoadResult& r, const std::string& file) {
+  const std::string source = EscapeControlBytes(file);
   for (const Diagnostic& d : r.errors) std::printf("%s\n", d.ToString().c_str());
   for (const Diagnostic& d : r.warnings) std::printf("%s\n", d.ToString().c_str());
   if (!r.ok()) {
@@ -126,7 +133,7 @@ void PrintHuman(const LoadResult& r, const std::string& source) {
     worker += (r.config.worker >= 0 ? " of " : "; ") + std::to_string(r.config.workers_per_node) + " workers per node";
   }
   std::printf("%s: valid; profile %s%s; %zu tier(s), %zu warning(s)\n", source.c_str(),
-              r.config.profile.empty() ? "(none)" : ("'" + r.config.profile + "'").c_str(), worker.c_str(),
+              r.config.profile.empty() ? "(none)" : ("'" + EscapeControlBytes(r.config.profile) + "'").c_str(), worker.c_str(),
               r.config.tiers.size(), r.warnings.size());
   PrintTable(r);
 }
@@ -165,7 +172,7 @@ int RunValidate(const ValidateArgs& args) {
                                       read.status().message(), ""});
         PrintJson(r);
       } else {
-        std::fprintf(stderr, "spillway validate: %s\n", read.status().message().c_str());
+        std::fprintf(stderr, "spillway validate: %s\n", EscapeControlBytes(read.status().message()).c_str());
       }
       return 2;
     }
