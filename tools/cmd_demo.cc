@@ -177,6 +177,9 @@ void Register(CLI::App& root, int& exit_code) {
           },
           "SIZE|auto", "size or auto"));
   cmd->add_option("--object-bytes", o->object_bytes, "Size of each object (units allowed: 64KiB)")->capture_default_str()->transform(SizeArg())->check(CLI::Range(65ull, 1ull << 32));
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--config")->type_name("FILE");
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

@@ -201,8 +201,10 @@ void PrintConfig(const json& c) {
                   p["direct_io"].get<bool>() ? "yes" : "no");
     }
   }
-  for (const json& w : c["warnings"]) std::printf("  warning: %s\n", Text(w).c_str());
-  for (const json& e : c["errors"]) std::printf("  error: %s\n", Text(e).c_str());
+  // Each is a whole diagnostic ("file:line:col: error: path: message"),
+  // which names its own severity.
+  for (const json& w : c["warnings"]) std::printf("  %s\n", Text(w).c_str());
+  for (const json& e : c["errors"]) std::printf("  %s\n", Text(e).c_str());
 }
 
 int RunInfo(const InfoArgs& args) {
@@ -223,6 +225,7 @@ int RunInfo(const InfoArgs& args) {
     out["config"] = ConfigInfo(r);
     if (!r.ok()) rc = 1;
   }
+  out["ok"] = rc == 0;  // the verdict of every --json output (docs/cli.md)
   if (args.json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
@@ -239,6 +242,8 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("file", args->file, "Tier-chain config file");
   cmd->add_option("--profile", args->profile, "Profile to resolve (default: $SPILLWAY_PROFILE, then hostname rules)");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([&exit_code, args] { exit_code = RunInfo(*args); });
 }
 

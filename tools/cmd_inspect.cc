@@ -389,7 +389,7 @@ int RunInspect(const InspectArgs& a) {
                    {"missing", count[State::kMissing]},
                    {"unreadable", count[State::kUnreadable]}};
     j["problems_omitted"] = omitted;
-    j["clean"] = rc == 0;
+    j["ok"] = rc == 0;  // the verdict of every --json output (docs/cli.md)
     j["exit"] = rc;
     std::printf("%s\n", j.dump(2).c_str());
     return rc;

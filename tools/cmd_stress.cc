@@ -419,6 +419,7 @@ int Run(const Options& o) {
       auto c = faulty->counts();
       j["faults_injected"] = c.total_failures();
     }
+    j["ok"] = r.lost.load() == 0 && r.corrupt.load() == 0;  // as the exit status says (docs/cli.md)
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", FormatStatsTable(stats).c_str());
@@ -490,6 +491,12 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_flag("--device", o->device,
                 "Device objects (gpu tier needed): adopted and copied device Puts, Get(kDevice), Acquire, Erase; "
                 "every byte copied back from the device and verified (sizes default 4096:4194304)");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--config")->type_name("FILE");
+  cmd->get_option("--profile")->type_name("NAME");
+  cmd->get_option("--seconds")->type_name("SECONDS");
+  sizes->type_name("MIN:MAX");
+  cmd->get_option("--faults")->type_name("SPEC");
   cmd->callback([o, sizes, &exit_code] {
     if (!o->device) {
       exit_code = Run(*o);

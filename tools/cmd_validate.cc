@@ -139,7 +139,8 @@ void PrintHuman(const LoadResult& r, const std::string& file) {
 }
 
 void PrintJson(const LoadResult& r) {
-  nlohmann::ordered_json out = {{"valid", r.ok()},
+  // "ok": the verdict of every --json output (docs/cli.md).
+  nlohmann::ordered_json out = {{"ok", r.ok()},
                         {"file", r.config.source},
                         {"errors", nlohmann::ordered_json::array()},
                         {"warnings", nlohmann::ordered_json::array()},
@@ -214,6 +215,8 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->add_flag("--create-dirs", args->create_dirs,
                 "Create missing tier directories (mode 0700) instead of only checking the parent");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([&exit_code, args] { exit_code = RunValidate(*args); });
 }
 
