@@ -5,13 +5,17 @@
 #include <cctype>
 #include <cstdio>
 
+#include "base/escape.h"
+
 namespace spillway {
 
 std::string Diagnostic::ToString() const {
-  std::string s = file.empty() ? "<config>" : file;
+  // The key path and file are kept as written (JSON shows them exactly); a
+  // NUL or ESC in a YAML key is escaped only here, where it would reach a terminal.
+  std::string s = file.empty() ? "<config>" : EscapeControlBytes(file);
   if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(column);
   s += severity == Severity::kError ? ": error: " : ": warning: ";
-  if (!path.empty()) s += path + ": ";
+  if (!path.empty()) s += EscapeControlBytes(path) + ": ";
   s += message;
   if (!hint.empty()) s += " (" + hint + ")";
   return s;
@@ -80,34 +84,12 @@ void DiagnosticSink::WarningAt(const Origin& at, std::string message, std::strin
   Add(Diagnostic::Severity::kWarning, at, std::move(message), std::move(hint));
 }
 
-namespace {
-
-// Control bytes (a NUL in a tier name, say) as \xNN: printed with %s, a NUL
-// would cut the message short and the reason would be lost.
-std::string EscapeControl(std::string s) {
-  if (std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
-    return s;
-  }
-  std::string out;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 void DiagnosticSink::Add(Diagnostic::Severity severity, const Origin& at, std::string message,
                          std::string hint) {
-  message = EscapeControl(std::move(message));
-  hint = EscapeControl(std::move(hint));
+  // Stored escaped: printed with %s, a NUL (in a tier name, say) would cut
+  // the message short and the reason would be lost.
+  message = EscapeControlBytes(message);
+  hint = EscapeControlBytes(hint);
   auto key = std::make_tuple(static_cast<int>(severity), at.line, at.column, at.path, message);
   if (!seen_.insert(std::move(key)).second) return;
   Diagnostic d;

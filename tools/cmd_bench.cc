@@ -133,9 +133,15 @@ int Run(const Options& o) {
     else rep.Note("Plots: " + plot_note);
   }
   const std::string md = bench::FormatMarkdown(rep);
-  const nlohmann::json j = bench::ToJson(rep);
+  nlohmann::json j = bench::ToJson(rep);
+  int unmeasured = 0;
+  for (const bench::Row& r : rep.rows) unmeasured += r.Verdict() == "NOT MEASURED";
+  // The verdict of every --json output (docs/cli.md): missed targets are
+  // results; a figure not measured is not.
+  j["ok"] = unmeasured == 0;
   bool ok = WriteFile(base + ".md", md);
   ok = WriteFile(base + ".json", j.dump(2) + "\n") && ok;
+  if (!ok) j["ok"] = false;
   if (o.json) std::printf("%s\n", j.dump().c_str());
   else std::printf("%s", bench::FormatTable(rep).c_str());
   std::fprintf(stderr, "spillway bench: wrote %s.md, %s.json%s (%.0f s)\n", base.c_str(), base.c_str(),
@@ -145,10 +151,8 @@ int Run(const Options& o) {
     std::fprintf(stderr, "spillway bench: cannot write the results to %s\n", o.out.c_str());
     return 1;
   }
-  int unmeasured = 0;
   for (const bench::Row& r : rep.rows) {
     if (r.Verdict() == "NOT MEASURED") {
-      ++unmeasured;
       std::fprintf(stderr, "spillway bench: not measured: %s: %s\n", r.id.c_str(), r.note.c_str());
     }
   }
@@ -169,6 +173,11 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("--python", o->python, "Python for the zict.File peer")->capture_default_str();
   cmd->add_flag("--plots,!--no-plots", o->plots, "Draw the PNG with gnuplot (default on)");
   cmd->add_option("--memory-probe", o->memory_probe, "internal: N1,N2")->group("");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--out")->type_name("DIR");
+  cmd->get_option("--dir")->type_name("DIR");
+  cmd->get_option("--machine")->type_name("NAME");
+  cmd->get_option("--python")->type_name("PATH");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

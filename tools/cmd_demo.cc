@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/escape.h"
 #include "spillway/engine.h"
 #include "base/units.h"
 #include "engine/stats_export.h"
@@ -67,16 +68,19 @@ int Run(const Options& o) {
   }
   auto opened = Engine::OpenFile(config, eo);
   if (!opened.ok()) {
-    std::fprintf(stderr, "spillway demo: %s\n", opened.status().ToString().c_str());
+    // Several lines when the config is invalid, each diagnostic escaped already.
+    std::fprintf(stderr, "spillway demo: %s\n",
+                 EscapeControlBytes(opened.status().ToString(), EscapeMode::kControlKeepNewlines).c_str());
     return 2;
   }
   Engine& engine = **opened;
   const Config& cfg = engine.config();
-  std::printf("spillway demo: %s%s\n", cfg.source.c_str(), cfg.profile.empty() ? "" : (" profile " + cfg.profile).c_str());
+  std::printf("spillway demo: %s%s\n", EscapeControlBytes(cfg.source).c_str(),
+              cfg.profile.empty() ? "" : (" profile " + EscapeControlBytes(cfg.profile)).c_str());
   for (const TierConfig& t : cfg.tiers) {
-    std::printf("  tier %-8s %-5s %12s  codec %s%s\n", t.name.c_str(), TierKindName(t.kind),
+    std::printf("  tier %-8s %-5s %12s  codec %s%s\n", EscapeControlBytes(t.name).c_str(), TierKindName(t.kind),
                 HumanBytes(static_cast<double>(t.capacity_bytes)).c_str(), CodecKindName(t.codec.kind),
-                t.paths.empty() ? "" : ("  " + t.paths[0]).c_str());
+                t.paths.empty() ? "" : ("  " + EscapeControlBytes(t.paths[0])).c_str());
   }
   const uint64_t first = cfg.tiers.front().capacity_bytes;
   // A capacity near 2^64 times --multiple does not fit the byte count (and
@@ -184,6 +188,9 @@ void Register(CLI::App& root, int& exit_code) {
           },
           "SIZE|auto", "size or auto"));
   cmd->add_option("--object-bytes", o->object_bytes, "Size of each object (units allowed: 64KiB)")->capture_default_str()->transform(SizeArg())->check(CLI::Range(65ull, 1ull << 32));
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--config")->type_name("FILE");
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([o, &exit_code] { exit_code = Run(*o); });
 }
 

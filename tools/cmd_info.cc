@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/escape.h"
 #include "codecs/codec.h"
 #include "config/fs_probe.h"
 #include "spillway/config_loader.h"
@@ -124,34 +125,39 @@ json ConfigInfo(const LoadResult& r) {
   return c;
 }
 
+// A string field for the text output: escaped, since paths come from ${VAR}s
+// and reasons from the OS.
+std::string Text(const json& j) { return EscapeControlBytes(j.get<std::string>()); }
+
 void PrintMachine(const json& m) {
   std::printf("machine\n");
   if (m.contains("hostname")) {
-    std::printf("  host         %s (%s %s, %lld cpus)\n", m["hostname"].get<std::string>().c_str(),
-                m.value("kernel", "?").c_str(), m.value("arch", "?").c_str(), m["cpus"].get<long long>());
+    std::printf("  host         %s (%s %s, %lld cpus)\n", Text(m["hostname"]).c_str(),
+                EscapeControlBytes(m.value("kernel", "?")).c_str(), EscapeControlBytes(m.value("arch", "?")).c_str(),
+                m["cpus"].get<long long>());
   }
   std::printf("  memory       %s total, %s available\n",
               HumanBytes(static_cast<double>(m["memory_total_bytes"].get<uint64_t>())).c_str(),
               HumanBytes(static_cast<double>(m["memory_available_bytes"].get<uint64_t>())).c_str());
   if (m.contains("memlock_text")) {
-    std::printf("  pinned limit %s (RLIMIT_MEMLOCK, ulimit -l)\n", m["memlock_text"].get<std::string>().c_str());
+    std::printf("  pinned limit %s (RLIMIT_MEMLOCK, ulimit -l)\n", Text(m["memlock_text"]).c_str());
   }
   const json& u = m["io_uring"];
   if (u["available"].get<bool>()) {
     std::printf("  io_uring     available\n");
   } else {
     std::printf("  io_uring     not available: %s (file tiers use pread/pwrite)\n",
-                u["reason"].get<std::string>().c_str());
+                Text(u["reason"]).c_str());
   }
   std::printf("  huge pages   %s for objects: %s\n", m["huge_pages"]["objects"].get<bool>() ? "yes" : "no",
-              m["huge_pages"]["reason"].get<std::string>().c_str());
-  std::printf("  checksum     %s (%s)\n", m["checksum"]["algorithm"].get<std::string>().c_str(),
-              m["checksum"]["implementation"].get<std::string>().c_str());
+              Text(m["huge_pages"]["reason"]).c_str());
+  std::printf("  checksum     %s (%s)\n", Text(m["checksum"]["algorithm"]).c_str(),
+              Text(m["checksum"]["implementation"]).c_str());
   const json& c = m["cuda"];
   if (!c["built_with_cuda"].get<bool>()) {
     std::printf("  CUDA         not available in this build\n");
   } else if (c["devices"].empty()) {
-    std::printf("  CUDA         no device: %s\n", c["reason"].get<std::string>().c_str());
+    std::printf("  CUDA         no device: %s\n", Text(c["reason"]).c_str());
   } else {
     std::printf("  CUDA         %zu device(s)\n", c["devices"].size());
     for (const json& d : c["devices"]) {
@@ -162,42 +168,43 @@ void PrintMachine(const json& m) {
       if (d.contains("free_bytes")) {
         std::printf(", %s free", HumanBytes(static_cast<double>(d["free_bytes"].get<uint64_t>())).c_str());
       }
-      if (d.contains("error")) std::printf("  (%s)", d["error"].get<std::string>().c_str());
+      if (d.contains("error")) std::printf("  (%s)", Text(d["error"]).c_str());
       std::printf("\n");
     }
   }
 }
 
 void PrintConfig(const json& c) {
-  std::printf("\nconfig %s%s\n", c["source"].get<std::string>().c_str(),
-              c["profile"].get<std::string>().empty() ? ""
-                                                      : (" (profile " + c["profile"].get<std::string>() + ")").c_str());
+  std::printf("\nconfig %s%s\n", Text(c["source"]).c_str(),
+              c["profile"].get<std::string>().empty() ? "" : (" (profile " + Text(c["profile"]) + ")").c_str());
   for (const json& t : c["tiers"]) {
-    std::printf("  tier %-10s %-5s %11s  codec %s", t["name"].get<std::string>().c_str(),
-                t["kind"].get<std::string>().c_str(),
+    std::printf("  tier %-10s %-5s %11s  codec %s", Text(t["name"]).c_str(),
+                Text(t["kind"]).c_str(),
                 HumanBytes(static_cast<double>(t["capacity_bytes"].get<uint64_t>())).c_str(),
-                t["codec"]["name"].get<std::string>().c_str());
+                Text(t["codec"]["name"]).c_str());
     if (t.contains("io")) {
-      std::printf("  medium %s  io %s%s", t["medium"].get<std::string>().c_str(),
-                  t["io"]["engine"].get<std::string>().c_str(), t["io"]["direct"].get<bool>() ? " direct" : "");
+      std::printf("  medium %s  io %s%s", Text(t["medium"]).c_str(),
+                  Text(t["io"]["engine"]).c_str(), t["io"]["direct"].get<bool>() ? " direct" : "");
     }
     std::printf("\n");
     if (!t.contains("path_info")) continue;
     for (const json& p : t["path_info"]) {
       if (!p.contains("filesystem")) {
-        std::printf("    %s: not probed\n", p["path"].get<std::string>().c_str());
+        std::printf("    %s: not probed\n", Text(p["path"]).c_str());
         continue;
       }
-      std::printf("    %s%s: %s, %s free of %s, O_DIRECT %s\n", p["path"].get<std::string>().c_str(),
+      std::printf("    %s%s: %s, %s free of %s, O_DIRECT %s\n", Text(p["path"]).c_str(),
                   p["exists"].get<bool>() ? "" : " (missing; parent probed)",
-                  p["filesystem"].get<std::string>().empty() ? "?" : p["filesystem"].get<std::string>().c_str(),
+                  p["filesystem"].get<std::string>().empty() ? "?" : Text(p["filesystem"]).c_str(),
                   HumanBytes(static_cast<double>(p["fs_free_bytes"].get<uint64_t>())).c_str(),
                   HumanBytes(static_cast<double>(p["fs_total_bytes"].get<uint64_t>())).c_str(),
                   p["direct_io"].get<bool>() ? "yes" : "no");
     }
   }
-  for (const json& w : c["warnings"]) std::printf("  warning: %s\n", w.get<std::string>().c_str());
-  for (const json& e : c["errors"]) std::printf("  error: %s\n", e.get<std::string>().c_str());
+  // Each is a whole diagnostic ("file:line:col: error: path: message"),
+  // which names its own severity.
+  for (const json& w : c["warnings"]) std::printf("  %s\n", Text(w).c_str());
+  for (const json& e : c["errors"]) std::printf("  %s\n", Text(e).c_str());
 }
 
 int RunInfo(const InfoArgs& args) {
@@ -207,7 +214,7 @@ int RunInfo(const InfoArgs& args) {
   if (!args.file.empty()) {
     StatusOr<std::string> text = ReadConfigText(args.file);
     if (!text.ok()) {
-      std::fprintf(stderr, "spillway info: %s\n", text.status().message().c_str());
+      std::fprintf(stderr, "spillway info: %s\n", EscapeControlBytes(text.status().message()).c_str());
       return 2;
     }
     LoadOptions lo;
@@ -218,6 +225,7 @@ int RunInfo(const InfoArgs& args) {
     out["config"] = ConfigInfo(r);
     if (!r.ok()) rc = 1;
   }
+  out["ok"] = rc == 0;  // the verdict of every --json output (docs/cli.md)
   if (args.json) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
@@ -234,6 +242,8 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_option("file", args->file, "Tier-chain config file");
   cmd->add_option("--profile", args->profile, "Profile to resolve (default: $SPILLWAY_PROFILE, then hostname rules)");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([&exit_code, args] { exit_code = RunInfo(*args); });
 }
 

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/escape.h"
 #include "base/units.h"
 #include "spillway/file_io.h"
 #include "tiers/file_tier.h"
@@ -90,17 +91,7 @@ struct Row {
 // keys shortened.
 std::string EscapeKey(std::string_view key) {
   constexpr size_t kShown = 80;
-  std::string out;
-  for (size_t i = 0; i < key.size() && i < kShown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(key[i]);
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
+  std::string out = EscapeControlBytes(key.substr(0, kShown), EscapeMode::kQuotedBytes);
   if (key.size() > kShown) out += "...(" + std::to_string(key.size()) + " bytes)";
   return out;
 }
@@ -262,19 +253,21 @@ nlohmann::json RowJson(const Row& r) {
 }
 
 int RunInspect(const InspectArgs& a) {
+  // The directory as printed: it may come from a ${VAR} holding any byte.
+  const std::string shown_dir = EscapeControlBytes(a.dir);
   struct stat st;
   if (::stat(a.dir.c_str(), &st) != 0) {
-    std::fprintf(stderr, "spillway inspect: cannot access '%s': %s\n", a.dir.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "spillway inspect: cannot access '%s': %s\n", shown_dir.c_str(), std::strerror(errno));
     return 2;
   }
   if (!S_ISDIR(st.st_mode)) {
-    std::fprintf(stderr, "spillway inspect: '%s' is not a directory\n", a.dir.c_str());
+    std::fprintf(stderr, "spillway inspect: '%s' is not a directory\n", shown_dir.c_str());
     return 2;
   }
   auto io = MakePosixFileIo();
   auto names = io->ListDir(a.dir);
   if (!names.ok()) {
-    std::fprintf(stderr, "spillway inspect: %s\n", names.status().ToString().c_str());
+    std::fprintf(stderr, "spillway inspect: %s\n", EscapeControlBytes(names.status().ToString()).c_str());
     return 2;
   }
   std::vector<std::string> segs;
@@ -396,13 +389,13 @@ int RunInspect(const InspectArgs& a) {
                    {"missing", count[State::kMissing]},
                    {"unreadable", count[State::kUnreadable]}};
     j["problems_omitted"] = omitted;
-    j["clean"] = rc == 0;
+    j["ok"] = rc == 0;  // the verdict of every --json output (docs/cli.md)
     j["exit"] = rc;
     std::printf("%s\n", j.dump(2).c_str());
     return rc;
   }
 
-  if (no_tier) std::fprintf(stderr, "spillway inspect: no segment files (seg-XXXXXXXX.spw) in '%s'\n", a.dir.c_str());
+  if (no_tier) std::fprintf(stderr, "spillway inspect: no segment files (seg-XXXXXXXX.spw) in '%s'\n", shown_dir.c_str());
   if (!a.summary) {
     bool header = false;
     for (const Row& r : scan.rows) {
@@ -425,8 +418,8 @@ int RunInspect(const InspectArgs& a) {
     if (r.state == State::kFreed && !a.strict) continue;  // normal after Erase: counted only
     if (!any_problem) std::printf("problems:\n");
     any_problem = true;
-    std::printf("  %s/%s offset %llu: %s: %s%s\n", a.dir.c_str(), r.segment.c_str(),
-                static_cast<unsigned long long>(r.offset), StateName(r.state), r.message.c_str(),
+    std::printf("  %s/%s offset %llu: %s: %s%s\n", shown_dir.c_str(), EscapeControlBytes(r.segment).c_str(),
+                static_cast<unsigned long long>(r.offset), StateName(r.state), EscapeControlBytes(r.message).c_str(),
                 r.key.empty() ? "" : (" (key \"" + EscapeKey(r.key) + "\")").c_str());
   }
   if (omitted > 0) std::printf("  ... and %llu more problems\n", static_cast<unsigned long long>(omitted));

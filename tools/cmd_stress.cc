@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/escape.h"
 #include "spillway/config_loader.h"
 #include "spillway/engine.h"
 #include "base/checked_math.h"
@@ -317,14 +318,15 @@ int Run(const Options& o) {
   if (faulty) faulty->SetEnabled(false);
   auto engine = Engine::OpenFile(o.config, eo);
   if (!engine.ok()) {
-    std::fprintf(stderr, "spillway stress: %s\n", engine.status().ToString().c_str());
+    std::fprintf(stderr, "spillway stress: %s\n",
+                 EscapeControlBytes(engine.status().ToString(), EscapeMode::kControlKeepNewlines).c_str());
     return 2;
   }
   budget.Mark("open");
   auto cleared = ClearEarlierObjects(**engine, o);
   if (!cleared.ok()) {
     std::fprintf(stderr, "spillway stress: erasing the objects of an earlier run: %s\n",
-                 cleared.status().ToString().c_str());
+                 EscapeControlBytes(cleared.status().ToString()).c_str());
     return 2;
   }
   if (faulty) faulty->SetEnabled(true);
@@ -334,7 +336,7 @@ int Run(const Options& o) {
       std::fprintf(stderr,
                    "spillway stress: --reopen needs every tier to be a persistent file tier; tier '%s' is not, "
                    "and what it holds does not survive a close\n",
-                   t.name.c_str());
+                   EscapeControlBytes(t.name).c_str());
       return 2;
     }
   }
@@ -435,6 +437,7 @@ int Run(const Options& o) {
       auto c = faulty->counts();
       j["faults_injected"] = c.total_failures();
     }
+    j["ok"] = r.lost.load() == 0 && r.corrupt.load() == 0;  // as the exit status says (docs/cli.md)
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", FormatStatsTable(stats).c_str());
@@ -500,6 +503,12 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_flag("--device", o->device,
                 "Device objects (gpu tier needed): adopted and copied device Puts, Get(kDevice), Acquire, Erase; "
                 "every byte copied back from the device and verified (sizes default 4096:4194304)");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--config")->type_name("FILE");
+  cmd->get_option("--profile")->type_name("NAME");
+  cmd->get_option("--seconds")->type_name("SECONDS");
+  sizes->type_name("MIN:MAX");
+  cmd->get_option("--faults")->type_name("SPEC");
   cmd->callback([o, sizes, &exit_code] {
     if (!o->device) {
       exit_code = Run(*o);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/escape.h"
 #include "base/units.h"
 #include "spillway/config_loader.h"
 #include "tools/cli_util.h"
@@ -100,6 +101,11 @@ void PrintTable(const LoadResult& r) {
                     CodecText(t.codec), file ? MediumName(t.medium) : "-",
                     Joined(t.paths, ","), Joined(Filesystems(t, r), ","), Notes(t)});
   }
+  // Names, paths and filesystems come from the file and ${VAR}s: a newline
+  // there would forge a row, an ESC sequence would reach the terminal.
+  for (auto& row : rows) {
+    for (std::string& cell : row) cell = EscapeControlBytes(cell);
+  }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -114,7 +120,8 @@ void PrintTable(const LoadResult& r) {
   }
 }
 
-void PrintHuman(const LoadResult& r, const std::string& source) {
+void PrintHuman(const LoadResult& r, const std::string& file) {
+  const std::string source = EscapeControlBytes(file);
   for (const Diagnostic& d : r.errors) std::printf("%s\n", d.ToString().c_str());
   for (const Diagnostic& d : r.warnings) std::printf("%s\n", d.ToString().c_str());
   if (!r.ok()) {
@@ -127,13 +134,14 @@ void PrintHuman(const LoadResult& r, const std::string& source) {
     worker += (r.config.worker >= 0 ? " of " : "; ") + std::to_string(r.config.workers_per_node) + " workers per node";
   }
   std::printf("%s: valid; profile %s%s; %zu tier(s), %zu warning(s)\n", source.c_str(),
-              r.config.profile.empty() ? "(none)" : ("'" + r.config.profile + "'").c_str(), worker.c_str(),
+              r.config.profile.empty() ? "(none)" : ("'" + EscapeControlBytes(r.config.profile) + "'").c_str(), worker.c_str(),
               r.config.tiers.size(), r.warnings.size());
   PrintTable(r);
 }
 
 void PrintJson(const LoadResult& r) {
-  nlohmann::ordered_json out = {{"valid", r.ok()},
+  // "ok": the verdict of every --json output (docs/cli.md).
+  nlohmann::ordered_json out = {{"ok", r.ok()},
                         {"file", r.config.source},
                         {"errors", nlohmann::ordered_json::array()},
                         {"warnings", nlohmann::ordered_json::array()},
@@ -166,7 +174,7 @@ int RunValidate(const ValidateArgs& args) {
                                       read.status().message(), ""});
         PrintJson(r);
       } else {
-        std::fprintf(stderr, "spillway validate: %s\n", read.status().message().c_str());
+        std::fprintf(stderr, "spillway validate: %s\n", EscapeControlBytes(read.status().message()).c_str());
       }
       return 2;
     }
@@ -208,6 +216,8 @@ void Register(CLI::App& root, int& exit_code) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of text");
   cmd->add_flag("--create-dirs", args->create_dirs,
                 "Create missing tier directories (mode 0700) instead of only checking the parent");
+  // Placeholders in --help (tools/help_format.h): what the value is.
+  cmd->get_option("--profile")->type_name("NAME");
   cmd->callback([&exit_code, args] { exit_code = RunValidate(*args); });
 }
 

@@ -7,7 +7,8 @@
 namespace spillway::cli {
 
 // Adds a subcommand to `root`. The subcommand's callback stores the process
-// exit status in `exit_code` (0 ok, 1 failure found, 2 usage/unreadable input).
+// exit status in `exit_code`: 0 the verdict is good, 1 it is bad, 2 a usage
+// error or unusable input (docs/cli.md says which is which for each command).
 using Registrar = void (*)(CLI::App& root, int& exit_code);
 
 struct RegisterCommand {

@@ -6,6 +6,7 @@
 
 #include "tools/cli_util.h"
 #include "tools/command.h"
+#include "tools/help_format.h"
 
 namespace spillway::cli {
 namespace {
@@ -44,7 +45,7 @@ int CheckFirstWord(CLI::App& app, int argc, char** argv) {
         std::fprintf(stderr, "spillway help: unknown command '%s' (commands: %s)\n", argv[2], CommandList(app).c_str());
         return 2;
       }
-      std::printf("%s", sub->help().c_str());
+      std::printf("%s", sub->help(app.get_name()).c_str());  // "Usage: spillway validate ..."
       return 0;
     }
     std::printf("%s", app.help().c_str());
@@ -71,6 +72,10 @@ RegisterCommand::RegisterCommand(Registrar r) { Registry().push_back(r); }
 
 int main(int argc, char** argv) {
   CLI::App app{"spillway: a tiered storage engine for GPU, host memory and disks"};
+  // Usage lines name the program, not argv[0]'s path; set before the
+  // subcommands are added, which copy the formatter.
+  app.name("spillway");
+  spillway::cli::UseHelpFormatter(app);
   app.require_subcommand(1);
   app.set_version_flag("--version", spillway::cli::VersionLine());
   int exit_code = 0;

@@ -288,6 +288,7 @@ int RunDeviceStress(const DeviceStressOptions& o) {
                         {"lost", c.lost.load()}, {"corrupt", c.corrupt.load()}, {"errors", c.errors.load()},
                         {"first_problem", c.first}, {"seed", o.seed}, {"threads", o.threads},
                         {"stats", nlohmann::json::parse(StatsToJson(stats))}};
+    j["ok"] = bad == 0;  // as the exit status says (docs/cli.md)
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s", FormatStatsTable(stats).c_str());

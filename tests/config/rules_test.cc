@@ -226,6 +226,20 @@ TEST_CASE("a NUL byte in a tier name is escaped in the message, not cut off") {
   CHECK(std::string(text.c_str()).find("characters other than") != std::string::npos);
 }
 
+TEST_CASE("a NUL byte in a YAML key is escaped in the key path, and the diagnostic is whole") {
+  LoadResult r = LoadYaml("version: 1\ntiers:\n  - {name: a, kind: host, capacity: 1GiB, \"pin\\0ned\": true}\n");
+  REQUIRE(r.errors.size() == 1);
+  const Diagnostic& d = r.errors[0];
+  CHECK_MESSAGE(d.path == std::string("tiers[0].pin") + '\0' + "ned", d.path);  // as written, for JSON
+  CHECK_MESSAGE(d.message.find("unknown key") != std::string::npos, d.message);
+  const std::string text = d.ToString();
+  CHECK_MESSAGE(text.find('\0') == std::string::npos, "the diagnostic text holds a NUL byte");
+  // Printed with %s the text is whole: the key escaped, then the message and hint.
+  const std::string printed(text.c_str());
+  CHECK_MESSAGE(printed.find("tiers[0].pin\\x00ned: unknown key") != std::string::npos, printed);
+  CHECK_MESSAGE(printed.find("(did you mean 'pinned'?)") != std::string::npos, printed);
+}
+
 TEST_CASE("pin_at_open: a size or a percentage of a host tier's capacity, never above it") {
   auto yaml = [](const std::string& v) {
     return "version: 1\ntiers:\n  - {name: host, kind: host, capacity: 1GiB, pin_at_open: " + v + "}\n";

@@ -72,7 +72,7 @@ TEST_CASE("spillway inspect passes a clean persistent tier and does not write to
   CHECK(j["totals"]["keys"] == model.size());
   CHECK(j["totals"]["corrupt"] == 0);
   CHECK(j["records"].size() == model.size());
-  CHECK(j["clean"] == true);
+  CHECK(j["ok"] == true);
   CHECK(Snapshot(tier) == before);
   // Erased and replaced objects leave erased, freed and stale records, not
   // corruption; neither does closing the engine.
@@ -163,7 +163,7 @@ TEST_CASE("1,000+ random bytes flipped across a closed persistent tier: detected
     CHECK(r.rc == 1);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["totals"]["corrupt"].get<uint64_t>() > 0);
-    CHECK(j["clean"] == false);
+    CHECK(j["ok"] == false);
     std::set<std::string> listed;
     for (auto& rec : j["records"]) {
       if (rec["state"] == "live") listed.insert(rec["key"].get<std::string>());

@@ -71,6 +71,9 @@ doc = json.load(open(jsons[0])) if jsons else {}
 printed = json.load(open(os.path.join(out, "stdout.json")))
 if printed.get("rows") != doc.get("rows"):
     problems.append("--json output differs from the JSON file")
+# The verdict every --json output carries (docs/cli.md): true, as the exit status was 0.
+if printed.get("ok") is not True or doc.get("ok") is not True:
+    problems.append("--json output and the JSON file lack \"ok\": true after exit 0")
 rows = {r["id"]: r for r in doc.get("rows", [])}
 
 sizes = ["4KiB", "64KiB", "1MiB", "64MiB"]

@@ -32,7 +32,7 @@ has_error() {
 import json, sys
 path, line, col, text = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 doc = json.load(open(path))
-ok = doc["valid"] is False and any(
+ok = doc["ok"] is False and any(
     e["line"] == line and e["column"] == col and text in e["message"] for e in doc["errors"])
 sys.exit(0 if ok else 1)
 PY
@@ -51,7 +51,7 @@ for f in "$src"/examples/*.yaml; do
   examples=$((examples + 1))
   "$cli" validate "$f" >"$tmp/out" 2>&1 || fail "$f: exit $? (expected 0): $(cat "$tmp/out")"
   "$cli" validate --json "$f" >"$tmp/out.json" 2>/dev/null
-  [ "$(json_field "$tmp/out.json" valid)" = "True" ] || fail "$f: --json says not valid"
+  [ "$(json_field "$tmp/out.json" ok)" = "True" ] || fail "$f: --json says not valid"
 done
 [ "$examples" -ge 3 ] || fail "expected at least 3 examples, found $examples"
 
