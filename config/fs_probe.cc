@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tiers/segment_manifest.h"
+#include "base/tier_files.h"
 
 namespace spillway {
 namespace {

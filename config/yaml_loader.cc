@@ -17,7 +17,7 @@
 #include "config/node.h"
 #include "config/schema.h"
 #include "config/validate.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {

@@ -9,7 +9,7 @@
 #include "base/units.h"
 #include "engine/engine_core.h"
 #include "engine/mover.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "tiers/pinned_pool.h"
 #ifdef SPILLWAY_HAVE_CUDA
 #include "tiers/gpu_tier.h"

@@ -15,7 +15,7 @@
 #include "engine/demoter.h"
 #include "engine/mover.h"
 #include "engine/placement.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "tiers/file_tier.h"
 #include "tiers/pinned_pool.h"
 

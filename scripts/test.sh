@@ -30,7 +30,7 @@ bash scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBU
   -DSPILLWAY_SANITIZE=address,undefined -DSPILLWAY_CUDA=OFF -DSPILLWAY_BUILD_PYTHON=OFF
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-  ctest --test-dir build-asan --output-on-failure -j "$ctest_jobs" --timeout 900 -E "^(tools/bench_quick_test|python/|install/)"
+  ctest --test-dir build-asan --output-on-failure -j "$ctest_jobs" --timeout 900 -E "^(bench/bench_quick_test|python/|install/)"
 stage_done "stage 2"
 
 echo "== stage 3: concurrency tests under ThreadSanitizer"
@@ -57,8 +57,8 @@ SPILLWAY_TARGETS="config_loader_fuzz record_decode_fuzz cli_options_fuzz" CC=cla
 secs="${SPILLWAY_FUZZ_SECONDS:-20}"
 # The fuzzers run side by side, each into its own log. With more fuzzers than
 # cores each runs longer, so that it still gets about $secs s of one core and
-# the stage takes no longer than packing them onto the cores would: 3 x 20 s
-# on 2 cores run 30 s, as 2 x 30 s did.
+# the stage takes no longer than packing them onto the cores would (3 x 20 s
+# on 2 cores: 30 s).
 fuzzers=(build-fuzz/tests/*_fuzz)
 cores="$(nproc)"
 wall=$(( (secs * ${#fuzzers[@]} + cores - 1) / cores ))

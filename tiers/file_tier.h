@@ -47,11 +47,9 @@
 #include "tiers/segment.h"
 #include "tiers/tier.h"
 #include "base/thread_pool.h"
+#include "base/tier_files.h"
 
 namespace spillway {
-
-// Each tier directory's lock file (FileIo::LockFile), never deleted.
-inline constexpr char kLockName[] = "LOCK";
 
 // One record found while scanning a persistent tier at open.
 struct RecoveredObject {

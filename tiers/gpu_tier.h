@@ -1,6 +1,6 @@
 // GpuTier: objects in GPU memory, one device Blob each (buffers concatenated).
 // Built only with CUDA (SPILLWAY_HAVE_CUDA); all CUDA calls go through
-// tiers/cuda_runtime.h.
+// base/cuda_runtime.h.
 //
 // Memory (TierConfig::memory):
 //  - device: allocations from a stream-ordered pool (cudaMemPool) of the
@@ -52,7 +52,7 @@
 #include <string>
 #include <vector>
 
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "tiers/host_tier.h"
 #include "tiers/tier.h"
 

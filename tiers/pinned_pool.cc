@@ -9,7 +9,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {

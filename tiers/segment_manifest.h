@@ -17,12 +17,12 @@
 #include <map>
 #include <string>
 
+#include "base/tier_files.h"
 #include "spillway/file_io.h"
 #include "spillway/status.h"
 
 namespace spillway {
 
-inline constexpr char kManifestName[] = "MANIFEST";
 inline constexpr uint32_t kManifestMagic = 0x4D575053;  // "SPWM"
 inline constexpr uint16_t kManifestVersion = 1;
 

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "base/parse_number.h"
 
 namespace spillway::cli {
 
@@ -22,13 +25,9 @@ std::string FindDataFile(std::string_view relative);
 
 // Numeric options. CLI11 alone reads "-1" into an unsigned option as 2^64-1,
 // "99999999999999999999" as 2^64-1 and "nan" past CLI::Range (NaN compares
-// false), so every numeric option goes through one of these. A refused value
-// is a usage error (exit 2): "--ops: '-1' is not a whole number ...".
-//
-// Decimal digits only (no sign, exponent, hex or octal), in [lo, hi].
-bool ParseWholeNumber(std::string_view text, uint64_t lo, uint64_t hi, uint64_t* value, std::string* why);
-// A finite decimal number in [lo, hi], or (lo, hi] when `above_lo`.
-bool ParseRealNumber(std::string_view text, double lo, double hi, bool above_lo, double* value, std::string* why);
+// false), so every numeric option goes through ParseWholeNumber or
+// ParseRealNumber (base/parse_number.h). A refused value is a usage error
+// (exit 2): "--ops: '-1' is not a whole number ...".
 // CLI11 transforms for the two; they rewrite the text to the plain number the
 // option's variable is then read from.
 CLI::Validator WholeNumber(uint64_t lo, uint64_t hi);

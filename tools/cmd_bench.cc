@@ -1,10 +1,10 @@
 // `spillway bench`: every tier boundary against its physical limit and against
-// the peers, in one run (issue 5). Prints a table with the ratio of each
+// the peers, in one run. Prints a table with the ratio of each
 // figure to a reference measured in the same run and whether its target was
 // met, writes <machine>-<date>.{md,json,png} to --out, and exits 0 when every
 // figure was measured (missed targets are results, not failures), 1 when a
 // figure could not be measured, 2 on a usage error. docs/bench.md describes
-// each section; tools/bench_*.cc implement them.
+// each section; bench/harness/ implements them (one file per section).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 
 #include "config/fs_probe.h"
 #include "spillway/build_revision.h"
-#include "tools/bench_common.h"
+#include "bench/harness/common.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
 

@@ -13,7 +13,7 @@
 #include "engine/stats_export.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
-#include "tools/pattern.h"
+#include "base/pattern.h"
 
 namespace spillway::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include "spillway/config_loader.h"
 #include "engine/stats_export.h"
 #include "tiers/blob.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "spillway/file_io.h"
 #include "tools/command.h"
 #include "tools/tier_json.h"
@@ -51,7 +51,7 @@ uint64_t AvailableMemoryBytes() {
 json Limit(rlim_t v) { return v == RLIM_INFINITY ? json("unlimited") : json(static_cast<uint64_t>(v)); }
 std::string LimitText(rlim_t v) { return v == RLIM_INFINITY ? "unlimited" : HumanBytes(static_cast<double>(v)); }
 
-// Every CUDA call goes through tiers/cuda_runtime.h (a stub without CUDA).
+// Every CUDA call goes through base/cuda_runtime.h (a stub without CUDA).
 json CudaInfo() {
   json c = {{"built_with_cuda", cuda::BuiltWithCuda()}, {"devices", json::array()}, {"reason", ""}};
   if (!cuda::BuiltWithCuda()) return c;

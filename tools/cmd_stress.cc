@@ -34,7 +34,7 @@
 #include "tiers/io/fault_file_io.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
-#include "tools/pattern.h"
+#include "base/pattern.h"
 #include "tools/stress_budget.h"
 #include "tools/stress_device.h"
 

@@ -1,6 +1,6 @@
 // `spillway stress --device` (see stress_device.h). Each thread owns the keys
 // k with k % threads == thread, so the model needs no locking. Objects are
-// made on the host from the seeded pattern (tools/pattern.h), copied into
+// made on the host from the seeded pattern (base/pattern.h), copied into
 // device memory from the engine (AllocateDevice), and stored either adopted
 // (PutDeviceAllocation: the engine owns the allocation, whose release drops
 // our reference) or copied (Put with memory kDevice). Reads copy every device
@@ -21,9 +21,9 @@
 
 #include "engine/stats_export.h"
 #include "spillway/engine.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "tools/cli_util.h"
-#include "tools/pattern.h"
+#include "base/pattern.h"
 
 namespace spillway::cli {
 namespace {

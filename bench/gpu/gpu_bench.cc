@@ -1,5 +1,5 @@
 // gpu_bench: spillway's GPU paths against plain CUDA copies measured in the
-// same run (issue 4's targets; ../shared/LIMITS.md has the reference figures).
+// same run (docs/performance.md has the targets and the reference figures).
 //
 //   gpu_bench [--out FILE.md] [--gib N] [--reps N] [--dir DIR] [--skip-file]
 //
@@ -28,76 +28,18 @@
 #include <thread>
 #include <vector>
 
+#include "base/cuda_runtime.h"
 #include "bench/gpu/engine_bench.h"
+#include "bench/gpu/gpu_bench_util.h"
 #include "spillway/config_loader.h"
-#include "tiers/cuda_runtime.h"
+#include "spillway/file_io.h"
 #include "tiers/file_tier.h"
 #include "tiers/gpu_tier.h"
 #include "tiers/host_tier.h"
-#include "spillway/file_io.h"
 #include "tiers/pinned_pool.h"
 
-namespace spillway {
+namespace spillway::gpubench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGiB = 1ull << 30;
-
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-double Gbps(uint64_t bytes, double secs) { return secs > 0 ? bytes / 1e9 / secs : 0; }
-
-void Die(const std::string& what, const Status& st) {
-  std::fprintf(stderr, "gpu_bench: %s: %s\n", what.c_str(), st.ToString().c_str());
-  std::exit(1);
-}
-#define CK(expr)                                 \
-  do {                                           \
-    ::spillway::Status _s = (expr);              \
-    if (!_s.ok()) Die(#expr, _s);                \
-  } while (0)
-template <typename T>
-T Val(StatusOr<T> v, const char* what) {
-  if (!v.ok()) Die(what, v.status());
-  return std::move(*v);
-}
-
-struct Sample {
-  double median = 0, best = 0;
-};
-// Runs `once` (returns seconds) `reps` times; GB/s median and best.
-Sample Measure(uint64_t bytes, int reps, const std::function<double()>& once) {
-  std::vector<double> g;
-  for (int i = 0; i < reps; ++i) g.push_back(Gbps(bytes, once()));
-  std::sort(g.begin(), g.end());
-  return {g[g.size() / 2], g.back()};
-}
-
-struct Report {
-  std::ostringstream md;
-  void Line(const std::string& s) {
-    md << s << "\n";
-    std::printf("%s\n", s.c_str());
-    std::fflush(stdout);
-  }
-};
-
-std::string F(double v, int prec = 2) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
-
-struct Args {
-  std::string out;
-  std::string dir;
-  uint64_t gib = 1;
-  int reps = 5;
-  bool skip_file = false;
-  bool engine_only = false;  // only the engine-level section (engine_bench.cc)
-  bool skip_engine = false;
-  uint64_t engine_gib = 4;
-};
 
 Args Parse(int argc, char** argv) {
   Args a;
@@ -127,199 +69,6 @@ Args Parse(int argc, char** argv) {
     }
   }
   return a;
-}
-
-// Device-object views over slices of one device buffer.
-struct Objects {
-  std::vector<std::string> keys;
-  std::vector<std::span<const std::byte>> spans;
-  std::vector<ObjectView> views;
-  void Build(const std::byte* base, uint64_t object_bytes, uint64_t count) {
-    keys.resize(count);
-    spans.resize(count);
-    views.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      keys[i] = "o" + std::to_string(i);
-      spans[i] = {base + i * object_bytes, static_cast<size_t>(object_bytes)};
-    }
-    for (uint64_t i = 0; i < count; ++i) views[i] = ObjectView{keys[i], std::span(&spans[i], 1)};
-  }
-};
-
-std::vector<Location> StoreViews(GpuTier& tier, std::vector<ObjectView>& views) {
-  for (auto& v : views) {
-    if (!tier.TryReserve(tier.ReserveEstimate(v))) Die("gpu tier reserve", Status::NoSpace("tier full"));
-  }
-  return Val(tier.Store(views), "GpuTier::Store");
-}
-
-void FreeAll(Tier& tier, std::vector<Location>& locs) {
-  for (auto& l : locs) tier.Free(l);
-  locs.clear();
-}
-
-// gpu -> file through the host: GpuTier::LoadToHostStreaming hands 8 MiB
-// objects over as they land; a writer thread stores them in a FileTier in
-// 64 MiB batches. Compared with the slower of PCIe (same run) and the disk
-// alone (O_DIRECT 1 MiB writes at queue depth 32, same run).
-Status GpuToFile(Report& r, const Args& args, GpuTier& tier, PinnedHostAllocator& pool,
-                 std::vector<Location>& locs8, uint64_t total, double pcie_d2h) {
-  std::error_code ec;
-  std::filesystem::create_directories(args.dir, ec);
-  auto io = MakeFileIo(IoEngine::kAuto);
-  const uint64_t file_bytes = total;
-  const int reps = std::min(args.reps, 3);
-  Status err;
-
-  Sample disk{};
-  {
-    const std::string path = args.dir + "/ref.bin";
-    auto fh = io->Open(path, OpenOptions{true, false, true, true});
-    if (!fh.ok()) return fh.status().WithContext("opening " + path);
-    auto* buf = static_cast<std::byte*>(std::aligned_alloc(kIoAlign, file_bytes));  // O_DIRECT alignment
-    if (!buf) return Status::NoSpace("out of memory for the disk reference");
-    std::memset(buf, 7, file_bytes);
-    disk = Measure(file_bytes, reps, [&] {
-      std::vector<IoRequest> reqs = SequentialWrites(*fh, buf, file_bytes, kMiB);
-      auto t = Clock::now();
-      Status st = io->SubmitAndWait(reqs, 32);
-      if (!st.ok()) err = st;
-      return Since(t);
-    });
-    std::free(buf);
-    (void)io->Close(*fh);
-    std::filesystem::remove(path, ec);
-    if (!err.ok()) return err.WithContext("disk reference");
-    r.Line("- disk: " + std::string(io->name()) + (fh->direct ? ", O_DIRECT" : ", buffered (O_DIRECT refused)") +
-           " at " + args.dir);
-  }
-
-  TierConfig fc;
-  fc.name = "disk";
-  fc.kind = TierKind::kFile;
-  fc.capacity_bytes = 64 * kGiB;
-  fc.paths = {args.dir + "/tier"};
-  fc.io.direct = true;
-  fc.io.queue_depth = 32;
-  FileTier ft(fc, 1, io.get(), &pool);
-  SPILLWAY_RETURN_IF_ERROR(ft.Open());
-
-  // Blobs flow from a producer through a queue to `writers` threads, each
-  // storing `batch` objects per FileTier::Store call.
-  struct Sink {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<BlobPtr> q;
-    bool done = false;
-    Status err;
-    std::vector<Location> written;
-    Status Push(BlobPtr b) {
-      {
-        std::lock_guard<std::mutex> l(mu);
-        if (!err.ok()) return err;
-        q.push_back(std::move(b));
-      }
-      cv.notify_one();
-      return Status::OK();
-    }
-  };
-  auto write_all = [&](int writers, size_t batch, const std::function<Status(Sink&)>& produce) {
-    Sink sink;
-    auto t = Clock::now();
-    std::vector<std::thread> threads;
-    for (int w = 0; w < writers; ++w) {
-      threads.emplace_back([&] {
-        for (;;) {
-          std::vector<BlobPtr> take;
-          {
-            std::unique_lock<std::mutex> l(sink.mu);
-            sink.cv.wait(l, [&] { return sink.done || sink.q.size() >= batch || !sink.err.ok(); });
-            if (!sink.err.ok()) return;
-            while (!sink.q.empty() && take.size() < batch) {
-              take.push_back(std::move(sink.q.front()));
-              sink.q.pop_front();
-            }
-            if (take.empty()) return;  // done and drained
-          }
-          std::vector<std::string> keys(take.size());
-          std::vector<std::span<const std::byte>> sp(take.size());
-          std::vector<ObjectView> views(take.size());
-          for (size_t i = 0; i < take.size(); ++i) {
-            keys[i] = "f" + std::to_string(i);
-            sp[i] = {take[i]->data(), static_cast<size_t>(take[i]->size())};
-            views[i] = ObjectView{keys[i], std::span(&sp[i], 1)};
-            ft.ForceReserve(ft.ReserveEstimate(views[i]));
-          }
-          auto l = ft.Store(views);
-          std::lock_guard<std::mutex> g(sink.mu);
-          if (!l.ok()) {
-            sink.err = l.status();
-            sink.q.clear();
-            sink.cv.notify_all();
-            return;
-          }
-          for (auto& x : *l) sink.written.push_back(std::move(x));
-        }
-      });
-    }
-    Status st = produce(sink);
-    {
-      std::lock_guard<std::mutex> l(sink.mu);
-      sink.done = true;
-    }
-    sink.cv.notify_all();
-    for (auto& th : threads) th.join();
-    const double secs = Since(t);
-    if (!st.ok() && err.ok()) err = st;
-    if (!sink.err.ok()) err = sink.err;
-    FreeAll(ft, sink.written);
-    return secs;
-  };
-
-  auto host_blobs = tier.LoadToHost(locs8);
-  if (!host_blobs.ok()) return host_blobs.status();
-  struct Shape {
-    int writers;
-    size_t batch;  // 8 MiB objects per Store call
-  };
-  const Shape shapes[] = {{1, 8}, {4, 2}};
-  const double slower = std::min(pcie_d2h, disk.median);
-  r.Line("");
-  r.Line("## gpu → file through the host");
-  r.Line("");
-  r.Line("| path | GB/s | reference | ratio | target |");
-  r.Line("| --- | --- | --- | --- | --- |");
-  r.Line("| disk alone, 1 MiB writes, QD 32 | " + F(disk.median) + " (" + F(disk.best) + ") | | | |");
-  for (const Shape& sh : shapes) {
-    const std::string shape = std::to_string(sh.writers) + " writer" + (sh.writers > 1 ? "s" : "") + ", " +
-                              std::to_string(sh.batch * 8) + " MiB per Store";
-    const Sample h2f = Measure(file_bytes, reps, [&] {
-      return write_all(sh.writers, sh.batch, [&](Sink& k) {
-        for (auto& b : *host_blobs) SPILLWAY_RETURN_IF_ERROR(k.Push(b));
-        return Status::OK();
-      });
-    });
-    const Sample g2f = Measure(file_bytes, reps, [&] {
-      return write_all(sh.writers, sh.batch, [&](Sink& k) {
-        return tier.LoadToHostStreaming(locs8, [&](size_t, BlobPtr b) { return k.Push(std::move(b)); });
-      });
-    });
-    if (!err.ok()) break;
-    r.Line("| host → file alone (FileTier::Store of host blobs), " + shape + " | " + F(h2f.median) + " (" +
-           F(h2f.best) + ") | disk alone " + F(disk.median) + " | " + F(h2f.median / disk.median) + "× | |");
-    const double ratio = slower > 0 ? g2f.median / slower : 0;
-    // A diagnostic of the file tier alone (one Store call at a time, no
-    // pipeline): the 0.85x target is the engine's path (engine_bench.cc).
-    r.Line("| (diagnostic) gpu → file, 8 MiB objects streamed from GpuTier, " + shape + " | " + F(g2f.median) +
-           " (" + F(g2f.best) + ") | min(PCIe D2H, disk) " + F(slower) + " | " + F(ratio) +
-           "× | (the target is the engine's path, below) |");
-    r.Line("| gpu → file vs host → file, same writers | | host → file " + F(h2f.median) + " | " +
-           F(g2f.median / h2f.median) + "× | |");
-  }
-  host_blobs->clear();
-  std::filesystem::remove_all(args.dir, ec);
-  if (!err.ok()) return err.WithContext("gpu -> file");
-  return Status::OK();
 }
 
 int Run(const Args& args) {
@@ -719,6 +468,6 @@ int Run(const Args& args) {
 }
 
 }  // namespace
-}  // namespace spillway
+}  // namespace spillway::gpubench
 
-int main(int argc, char** argv) { return spillway::Run(spillway::Parse(argc, argv)); }
+int main(int argc, char** argv) { return spillway::gpubench::Run(spillway::gpubench::Parse(argc, argv)); }

@@ -102,7 +102,7 @@ struct LoadResult {
   std::string Summary() const;
 };
 
-// This machine's GPUs as the CUDA runtime sees them (tiers/cuda_runtime): in a
+// This machine's GPUs as the CUDA runtime sees them (base/cuda_runtime): in a
 // build without CUDA, built_with_cuda is false and there are no devices. The
 // first call starts the CUDA driver (tens of milliseconds).
 GpuProbe DetectGpus();

@@ -15,9 +15,9 @@
 
 namespace {
 
-using spillway::cli::ParseRealNumber;
+using spillway::ParseRealNumber;
 using spillway::cli::ParseSizeRange;
-using spillway::cli::ParseWholeNumber;
+using spillway::ParseWholeNumber;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();

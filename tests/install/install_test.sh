@@ -59,7 +59,7 @@ echo "ok: demo from $PWD"
 # bench --quick from another directory: the peer is found in share/spillway/bench,
 # the report goes to the current directory by default.
 if [ -x /usr/bin/fio ] && /usr/bin/python3 -c "import zict" 2>/dev/null; then
-  # Section 5 only (the peer's): tools/bench_quick_test runs every section.
+  # Section 5 only (the peer's): bench/bench_quick_test runs every section.
   "$prefix/bin/spillway" bench --quick --sections 5 --dir "$work/bench-scratch" --machine ci \
     >"$work/bench.txt" 2>"$work/bench.err" || true  # exit 1 = a figure not measured: checked below
   if grep -q "zict_peer.py not found" "$work/bench.txt" "$work/bench.err"; then

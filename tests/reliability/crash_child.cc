@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     if (::pwrite(started, &i, sizeof(i), 0) != static_cast<ssize_t>(sizeof(i))) return 3;
     const crash::Op op = crash::OpAt(run_seed, i);
     bytes.resize(op.size);
-    cli::FillPattern(op.content, 0, bytes);
+    FillPattern(op.content, 0, bytes);
     std::vector<std::span<const std::byte>> parts;
     uint64_t off = 0;
     for (uint32_t b = 0; b < op.buffers; ++b) {

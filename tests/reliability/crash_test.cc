@@ -70,7 +70,7 @@ bool Matches(const Handle& h, const crash::Op& op) {
   uint64_t off = 0;
   for (size_t i = 0; i < h.num_buffers(); ++i) {
     auto b = h.buffer(i);
-    if (!cli::CheckPattern(op.content, off, b)) return false;
+    if (!CheckPattern(op.content, off, b)) return false;
     off += b.size();
   }
   return true;

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "spillway/config.h"
-#include "tools/pattern.h"
+#include "base/pattern.h"
 
 namespace spillway::crash {
 
@@ -39,13 +39,13 @@ struct Op {
 inline Op OpAt(uint64_t run_seed, uint64_t i) {
   uint64_t x = run_seed * 0x9E3779B97F4A7C15ull ^ (i + 1) * 0xD1B54A32D192ED03ull;
   Op op;
-  op.key = "crash/" + std::to_string(cli::SplitMix64(x) % kKeys);
-  op.content = cli::SplitMix64(x) | 1;
+  op.key = "crash/" + std::to_string(SplitMix64(x) % kKeys);
+  op.content = SplitMix64(x) | 1;
   // Log-ish sizes: mostly small records, some spanning several blocks and requests.
-  const uint64_t r = cli::SplitMix64(x);
+  const uint64_t r = SplitMix64(x);
   const uint64_t span = (r % 4 == 0) ? kMaxSize - kMinSize : (r % 4 == 1 ? 256 << 10 : 40 << 10);
-  op.size = kMinSize + cli::SplitMix64(x) % span;
-  op.buffers = 1 + static_cast<uint32_t>(cli::SplitMix64(x) % 3);
+  op.size = kMinSize + SplitMix64(x) % span;
+  op.buffers = 1 + static_cast<uint32_t>(SplitMix64(x) % 3);
   return op;
 }
 

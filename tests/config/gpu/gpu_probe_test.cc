@@ -9,7 +9,7 @@
 #include <string>
 
 #include "spillway/config_loader.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 #include "tiers/gpu/gpu_test_util.h"
 
 namespace spillway {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace spillway::testing {
 

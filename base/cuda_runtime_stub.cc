@@ -1,9 +1,9 @@
-// tiers/cuda_runtime.h in a build without CUDA: every call reports
+// base/cuda_runtime.h in a build without CUDA: every call reports
 // NotSupported("built without CUDA"). Compiles to nothing in a CUDA build,
-// where tiers/cuda_runtime.cc provides the real functions.
+// where base/cuda_runtime.cc provides the real functions.
 #ifndef SPILLWAY_HAVE_CUDA
 
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace spillway::cuda {
 namespace {

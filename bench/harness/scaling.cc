@@ -12,10 +12,10 @@
 #include <fstream>
 #include <tuple>
 
-#include "tiers/cuda_runtime.h"
-#include "tools/bench_common.h"
+#include "base/cuda_runtime.h"
+#include "bench/harness/common.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 
 void RunScalingSection(Context& ctx) {
   const Options& o = ctx.options;
@@ -152,4 +152,4 @@ void RunGpuSection(Context& ctx) {
   }
 }
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

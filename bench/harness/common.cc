@@ -1,5 +1,5 @@
-// Utilities shared by the `spillway bench` sections (see bench_common.h).
-#include "tools/bench_common.h"
+// Utilities shared by the `spillway bench` sections (see common.h).
+#include "bench/harness/common.h"
 
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -13,9 +13,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "tools/pattern.h"
+#include "base/pattern.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 
 bool Options::Runs(int section) const {
   std::stringstream ss(sections);
@@ -262,4 +262,4 @@ Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_byt
   return c;
 }
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

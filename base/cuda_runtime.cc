@@ -1,7 +1,7 @@
-// The CUDA runtime wrapper (tiers/cuda_runtime.h): the only file in spillway
+// The CUDA runtime wrapper (base/cuda_runtime.h): the only file in spillway
 // that includes a CUDA header. Compiled only when CUDA is found
-// (SPILLWAY_HAVE_CUDA); tiers/cuda_runtime_stub.cc stands in otherwise.
-#include "tiers/cuda_runtime.h"
+// (SPILLWAY_HAVE_CUDA); base/cuda_runtime_stub.cc stands in otherwise.
+#include "base/cuda_runtime.h"
 
 #include <cuda_runtime.h>
 

@@ -1,12 +1,12 @@
-// tiers/cuda_runtime.h against a real device: classification, copies, the
+// base/cuda_runtime.h against a real device: classification, copies, the
 // gather kernel, pools, managed memory and the config probe.
 #include <algorithm>
 #include <cstdlib>
 #include <random>
 
 #include "spillway/config_loader.h"
-#include "gpu_test_util.h"
 #include "test_util.h"
+#include "tiers/gpu/gpu_test_util.h"
 
 namespace spillway {
 namespace {

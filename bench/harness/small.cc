@@ -22,12 +22,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/parse_number.h"
 #include "base/process_memory.h"
+#include "bench/harness/common.h"
 #include "spillway/engine.h"
-#include "tools/bench_common.h"
-#include "tools/cli_util.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 namespace {
 
 constexpr int kSampleEvery = 8;
@@ -302,4 +302,4 @@ void RunSmallSection(Context& ctx) {
            std::to_string(cores) + " cores). Latency sampled on every 8th operation.");
 }
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

@@ -1,4 +1,5 @@
-// Shared pieces of `spillway bench` (tools/cmd_bench.cc): the options, the
+// The benchmark harness behind `spillway bench` (tools/cmd_bench.cc parses the
+// options and calls the sections): the options, the
 // report every section appends to, and small utilities (timing, medians,
 // running a reference tool, RSS, the progress bar, the test data pool).
 //
@@ -22,7 +23,7 @@
 
 #include "spillway/config.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr uint64_t kKiB = 1ull << 10;
@@ -172,7 +173,7 @@ TierConfig BenchHostTier(uint64_t capacity);
 Config SpillChain(const std::string& dir, uint64_t host_bytes, uint64_t file_bytes,
                   CodecKind codec = CodecKind::kNone);
 
-// What the disk did during a spill (bench_spill.cc's timing FileIo).
+// What the disk did during a spill (spill.cc's timing FileIo).
 struct DiskTimeline {
   double busy_fraction = kNaN;        // of the wall time, some write in flight
   double idle_s = 0;                  // the rest
@@ -266,4 +267,4 @@ nlohmann::json ToJson(const Report& report);
 // Draws the PNG with gnuplot; returns "" or why no plot was drawn.
 std::string DrawPlots(const Report& report, const std::string& png_path);
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

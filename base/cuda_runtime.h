@@ -1,6 +1,6 @@
 // A thin, Status-returning wrapper over the CUDA runtime: the only door to
-// CUDA in spillway. tiers/cuda_runtime.cc is the one file that includes the
-// CUDA headers; tiers/cuda_runtime_stub.cc provides the same functions in a
+// CUDA in spillway. base/cuda_runtime.cc is the one file that includes the
+// CUDA headers; base/cuda_runtime_stub.cc provides the same functions in a
 // build without CUDA, each returning NotSupported("built without CUDA").
 //
 // Conventions:

@@ -12,9 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include "tools/bench_common.h"
+#include "bench/harness/common.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 namespace {
 
 const char* SectionTitle(int s) {
@@ -139,8 +139,8 @@ std::string FormatMarkdown(const Report& rep) {
      << Num(rep.details.value("cpu_seconds", 0.0), 0) << " s\n";
   if (reps > 1 && reps % 2 == 1 && rep.details.contains("spill")) {
     // Section 1 alternates which runs first, fio's references or the
-    // engine; a ratio moved with that order by up to a fifth (1 MiB spills,
-    // bench/results/order-2026-12-06.md), so an odd count weights one side.
+    // engine; a ratio moves with that order by up to a fifth (1 MiB spills),
+    // so an odd count weights one side.
     os << "- section 1 with an odd number of repetitions: " << (reps + 1) / 2 << " of " << reps
        << " measured fio's references right before the engine's run and " << reps / 2
        << " right after it; a median over them leans to the first order (even counts balance it; the JSON's "
@@ -397,4 +397,4 @@ std::string DrawPlots(const Report& rep, const std::string& png_path) {
   return "";
 }
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

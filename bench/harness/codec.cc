@@ -22,9 +22,9 @@
 
 #include "codecs/codec.h"
 #include "tiers/record.h"
-#include "tools/bench_common.h"
+#include "bench/harness/common.h"
 
-namespace spillway::cli::bench {
+namespace spillway::bench {
 namespace {
 
 constexpr uint64_t kChunk = 1 * kMiB;
@@ -368,4 +368,4 @@ void RunCodecSection(Context& ctx) {
            "faster.");
 }
 
-}  // namespace spillway::cli::bench
+}  // namespace spillway::bench

@@ -1,4 +1,4 @@
-// tools/pattern.h: the byte pattern the demo, the stress tool and the crash
+// base/pattern.h: the byte pattern the demo, the stress tool and the crash
 // tests write and verify. Its definition (byte p of an object is byte p % 8
 // of PatternWord(seed, p / 8)) is what stays fixed; the word-at-a-time
 // FillPattern and CheckPattern are checked against it byte by byte here.
@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
-#include "tools/pattern.h"
+#include "base/pattern.h"
 
-using spillway::cli::CheckPattern;
-using spillway::cli::FillPattern;
-using spillway::cli::PatternWord;
+using spillway::CheckPattern;
+using spillway::FillPattern;
+using spillway::PatternWord;
 
 namespace {
 

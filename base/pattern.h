@@ -1,6 +1,6 @@
-// Deterministic object contents for the stress test, demo and benchmarks: the
-// bytes of an object are a function of a 64-bit seed, so a reference model
-// only stores the seed and size, never the bytes.
+// Deterministic object contents for the stress test, the demo, the benchmarks
+// and the tests: the bytes of an object are a function of a 64-bit seed, so a
+// reference model only stores the seed and size, never the bytes.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <span>
 
-namespace spillway::cli {
+namespace spillway {
 
 inline uint64_t SplitMix64(uint64_t& x) {
   uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -79,4 +79,4 @@ inline bool CheckPattern(uint64_t seed, uint64_t offset, std::span<const std::by
   return n == 0 || partial(n);
 }
 
-}  // namespace spillway::cli
+}  // namespace spillway
