@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU Dask benchmark: one workload on CuPy chunks, three ways to hold it (issue 15, item 7).
+"""GPU Dask benchmark: one workload on CuPy chunks, three ways to hold it.
 
 The same device budget for every mode, a working set `--scale` times it:
   spillway          (a) spillway.dask.SpillwayStore, chain gpu (budget) -> host -> file;
@@ -425,7 +425,7 @@ def write_report(path, args, env, results, quiet=False):
             if a in done and b in done and MODES.index(a) < MODES.index(b):
                 fast, slow = sorted((a, b), key=lambda m: done[m]["total"])
                 lines.append(f"- {fast} is {done[slow]['total'] / done[fast]['total']:.2f}x faster than {slow}")
-    lines += ["", "Targets (issue 15): (a) spillway >= 3x dask-cuda and >= 2x managed memory (each variant), "
+    lines += ["", "Targets: (a) spillway >= 3x dask-cuda and >= 2x managed memory (each variant), "
               "end to end."]
     if "spillway" in done:
         for peer, want in (("dask-cuda", 3.0), ("managed", 2.0), ("managed-prefetch", 2.0)):

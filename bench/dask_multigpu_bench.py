@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One Dask worker per GPU, each spilling its own device (issue 18).
+"""One Dask worker per GPU, each spilling its own device.
 
 Runs the GPU Dask workload of bench/dask_gpu_bench.py (CuPy blocks: persist x;
 x.sum() and x.sum(axis=0); (x + x.T).sum(axis=0); re-read x.sum(axis=1) and
@@ -203,7 +203,7 @@ def run(label, n_workers, n_gpus, nb, args, ref, workdir, g):
 def write_report(path, args, env, results, uuids):
     g_fmt = lambda n: f"{n / GiB:.2f} GiB"  # noqa: E731
     lines = [f"# Dask, one worker per GPU ({time.strftime('%Y-%m-%d')})", "",
-             "bench/dask_multigpu_bench.py (issue 18): the GPU Dask workload with a SpillwayStore per worker, "
+             "bench/dask_multigpu_bench.py: the GPU Dask workload with a SpillwayStore per worker, "
              f"gpu tier {g_fmt(args.budget)} per worker (`device: auto`), working set W = {args.scale:g} x budget "
              "per worker; every object in every gpu tier checked against its worker's own GPU by UUID.", "",
              "Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()), "",

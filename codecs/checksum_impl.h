@@ -2,8 +2,7 @@
 // (codec.h), chosen once per process. Internal to codecs/ and its tests.
 //
 // Debian's libxxhash is built for baseline x86-64, so its xxh3 runs on SSE2:
-// 19 GB/s on data in cache on the development machine, against 38 GB/s
-// with AVX2 (1 MiB, 2026-12-05). The library's own runtime dispatch
+// about half the speed of AVX2 on data in cache (docs/performance.md). The library's own runtime dispatch
 // (xxh_x86dispatch.h) is only in its shared object, not in the static
 // archive the GPU build links, so checksum_avx2.cc compiles xxhash.h's
 // inline implementation with -mavx2 and Selected() uses it where the CPU

@@ -1,5 +1,5 @@
-// Which CUDA device a gpu tier uses for each worker of a node (issue 18: one
-// Dask worker per GPU), and the list of every device a chain names so that
+// Which CUDA device a gpu tier uses for each worker of a node (one Dask
+// worker per GPU), and the list of every device a chain names so that
 // validate can check them all, not only the one this process would use.
 //
 //   device: N        every worker uses device N (this process's numbering)

@@ -1,4 +1,4 @@
-// spillway._spillway.device: the native half of spillway.device (issue 15).
+// spillway._spillway.device: the native half of spillway.device.
 //
 //  - adopt(engine, key, ptr, nbytes, owner): Engine::PutDeviceAllocation over a
 //    caller's device allocation, no copy. The engine owns the memory from then
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "spillway/engine.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace py = pybind11;
 

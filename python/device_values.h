@@ -1,4 +1,4 @@
-// Device values for the Python module (issue 15): zero-copy adoption of CUDA
+// Device values for the Python module: zero-copy adoption of CUDA
 // allocations (PutDeviceAllocation), device pins exported through
 // __cuda_array_interface__, and engine-backed allocators for CuPy and PyTorch.
 // Registered as the submodule spillway._spillway.device by the main module.

@@ -331,5 +331,5 @@ message is "file:line:col: error: key.path: what (hint)". vars and scratch_path 
         "Adopted buffers queued for release (tests).");
   py::module_::import("atexit").attr("register")(py::cpp_function([] { BufferReleaser::Get().Stop(); }));
   m.def("format_bytes", [](double bytes) { return HumanBytes(bytes); }, py::arg("bytes"), "1.50 GiB");
-  RegisterDeviceValues(m, [](py::handle h) { return h.cast<PyEngine&>().engine(); });  // issue 15: _spillway.device
+  RegisterDeviceValues(m, [](py::handle h) { return h.cast<PyEngine&>().engine(); });  // _spillway.device
 }

@@ -1,5 +1,4 @@
-// The wall-time bound of `spillway stress --seconds S` (issue 17: a 20 s run
-// took 28 s). S bounds the run from the command's start: open, clearing an
+// The wall-time bound of `spillway stress --seconds S`. S bounds the run from the command's start: open, clearing an
 // earlier run's keys, the workload, the final flush and the final
 // verification. The workload stops early enough to leave room for the rest,
 // estimated from what the run measured (the slowest Flush; the mean Get

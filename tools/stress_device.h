@@ -1,4 +1,4 @@
-// `spillway stress --device`: the stress test with device objects (issue 15).
+// `spillway stress --device`: the stress test with device objects.
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,7 @@
 
 #include "spillway/engine.h"
 #include "spillway/file_io.h"
-#include "tiers/cuda_runtime.h"
+#include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {
@@ -96,7 +96,7 @@ Status PinnedReference(uint64_t bytes, std::span<const uint64_t> chunks, int rep
 // blocks, whose unwritten extents the filesystem converts as they are
 // written); the reference is the faster depth's median. The engine always
 // writes fresh segment space; rewriting blocks already written is faster on
-// ext4 (no extent conversion) and was this reference until 2026-12-01, so
+// ext4 (no extent conversion), so
 // that figure (at depth 32) is printed beside it, not used for the ratio.
 // `overwrite` false: the depth-32 rewrite pass is left out (*overwrite_gbps
 // is then 0), for the reference paired with each engine round.

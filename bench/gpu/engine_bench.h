@@ -1,4 +1,4 @@
-// Engine-level GPU benchmark (issue 15 item 6), run by gpu_bench (--engine,
+// Engine-level GPU benchmark, run by gpu_bench (--engine,
 // or --engine-only to skip the tier-level sections).
 #pragma once
 

@@ -1,4 +1,4 @@
-// One worker per GPU (issue 18): `device: auto` and `device: [list]` resolve
+// One worker per GPU: `device: auto` and `device: [list]` resolve
 // to the worker's device; validate checks every device a chain names, for
 // every worker of the node, with file:line:column; workers_per_node divides
 // host and file percentages. All against a fake GPU probe.

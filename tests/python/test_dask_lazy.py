@@ -1,4 +1,4 @@
-"""Values move as live objects until they must become bytes (issue 14, deliverable 1).
+"""Values move as live objects until they must become bytes.
 
 A value without buffers (a list, a dict, a pandas frame, any object) goes to
 the engine live (Engine.put_external): reads while it is in the host tier

@@ -1,4 +1,4 @@
-"""The read-ahead hint for a task's inputs (issue 13, deliverable 2; issue 14).
+"""The read-ahead hint for a task's inputs.
 
 SpillwayStore.prefetch brings values held in a file tier up into the host
 tier in the background; spillway.dask.ReadAhead, the worker plugin the preload

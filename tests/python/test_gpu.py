@@ -127,7 +127,7 @@ def test_dask_store_with_cupy_values(tmp_path):
     store.close()
 
 
-# ---- device values (issue 15 item 3): adopted without a copy, views stored once ----
+# ---- device values: adopted without a copy, views stored once ----
 
 
 def _store(tmp_path, gpu="256MiB", host="512MiB"):
@@ -198,7 +198,7 @@ def test_store_objects_without_interface_use_cuda_serializers(tmp_path):
     store.close()
 
 
-# ---- allocators (issue 15 item 4): spill on allocation failure ----
+# ---- allocators: spill on allocation failure ----
 
 
 def test_cupy_allocator_demotes_on_allocation_failure(tmp_path):

@@ -1,4 +1,4 @@
-"""One tier JSON schema (issue 17): Engine.tiers and SpillwayStore.stats()["engine"]["tiers"]
+"""One tier JSON schema: Engine.tiers and SpillwayStore.stats()["engine"]["tiers"]
 describe a tier with the fields `spillway validate --json` and `info --json` use."""
 import json
 import os

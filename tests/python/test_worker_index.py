@@ -1,4 +1,4 @@
-"""One worker per GPU (issue 18), the Python half: the preload works out the
+"""One worker per GPU, the Python half: the preload works out the
 worker's index and exports it as $SPILLWAY_WORKER_INDEX before the engine
 opens, so the config loader picks the worker's device (``device: auto`` or a
 list) and ${SPILLWAY_WORKER_INDEX} expands in the config. No GPU needed: the

@@ -1,4 +1,4 @@
-// What a returned Flush promises on persistent tiers (issue 16, items 1-3):
+// What a returned Flush promises on persistent tiers:
 // an erase made while a Handle holds the old value, an erase mark whose write
 // fails, and an overwrite that lands in another persistent tier than the
 // value a reader holds. "SIGKILL" here is CrashFileIo's: every call after the

@@ -1,6 +1,6 @@
 // A demotion that fails on an injected write error (FaultFileIo, tiers/io)
 // is logged as a failed move whose `error` field names the cause, not
-// "unspecified" (issue 17: the Demoter passes the failure's Status on).
+// "unspecified" (the Demoter passes the failure's Status on).
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -1,4 +1,4 @@
-// Records lost below the last Flush (issue 16, part B): a read error while
+// Records lost below the last Flush: a read error while
 // recovering, a zeroed 4 KiB block, a truncated segment. Recovery and
 // `spillway inspect` must say records are missing (the segment manifest),
 // never delete what could not be read, and still serve the intact records.

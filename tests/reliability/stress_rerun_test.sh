@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `spillway stress` run twice on the same persistent tier (issue 16 item 11):
+# `spillway stress` run twice on the same persistent tier:
 # the second run finds the first run's objects under its keys and must not
 # call them corruption. The tool erases what an earlier run left under
 # stress/0 .. stress/K-1 before it starts and says how many ("cleared").

@@ -1,4 +1,4 @@
-// The files of a tier directory that are not records (issue 48): a FIFO,
+// The files of a tier directory that are not records: a FIFO,
 // a directory or a link where the engine expects its LOCK or MANIFEST, a
 // directory others may write in, segments planted by another user, and the
 // LOCK kept by a fork()ed child. Each is refused or skipped by name; none

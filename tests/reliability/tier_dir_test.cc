@@ -1,4 +1,4 @@
-// Durability of a tier's directory (issue 16, part B): one engine per
+// Durability of a tier's directory: one engine per
 // directory (LOCK), aliased directories refused at Open, a persistent
 // directory never wiped by a chain that forgot `persistent:`, non-regular
 // files left alone, and a scratch directory deleted under a running engine.

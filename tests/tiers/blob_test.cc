@@ -94,7 +94,7 @@ std::string MappingAt(const void* p) {
 
 TEST_CASE("blobs: a large host allocation is a mapping of its own, gone when it is freed") {
   // Carved from the C library's heaps, a freed block stayed resident (and
-  // kept its huge-page hint on the heap): bench/results/rss-2026-12-04.md.
+  // kept its huge-page hint on the heap).
   // Warm the C library's mmap threshold the way a Dask worker does (freed
   // mapped blocks raise it), so a heap block would be handed out below.
   for (int i = 0; i < 4; ++i) {

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # `spillway stress --seconds S` ends its run within S seconds of wall time, the
-# final verification included (issue 17: `--seconds 20` ran 28 s; the same
-# command as below with --seconds 3 took 13 s before the fix). The engine's
+# final verification included. The engine's
 # close comes after the bound (it frees every object and cannot be cut
 # short): it is timed and printed, and the whole command must take no more
 # than S plus that close plus start-up slack.

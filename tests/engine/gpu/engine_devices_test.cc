@@ -1,4 +1,4 @@
-// Engine::CheckDevices (issue 18): every object in a gpu tier lives on its
+// Engine::CheckDevices: every object in a gpu tier lives on its
 // tier's device, checked by UUID, after copied Puts, adopted allocations,
 // AllocateDevice and promotions back to the device; a chain with a gpu tier
 // on each of two devices (skips visibly with one GPU); and a `device: auto`

@@ -1,4 +1,4 @@
-// Device identity (issue 18): a device's UUID and PCI bus id, recorded on
+// Device identity: a device's UUID and PCI bus id, recorded on
 // every object a gpu tier stores or adopts, and GpuTier::CheckObjectDevice,
 // which must pass for the tier's own objects and fail for one recorded or
 // living elsewhere. The second-device cases skip visibly with one GPU.
