@@ -13,11 +13,11 @@
 #include <climits>
 #include <cstring>
 
+#include "base/cuda_runtime.h"
 #include "config/diagnostics.h"
 #include "config/node.h"
 #include "config/schema.h"
 #include "config/validate.h"
-#include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {

@@ -38,8 +38,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "spillway/engine.h"
 #include "base/cuda_runtime.h"
+#include "spillway/engine.h"
 
 namespace py = pybind11;
 

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "base/escape.h"
-#include "spillway/engine.h"
+#include "base/pattern.h"
 #include "base/units.h"
 #include "engine/stats_export.h"
+#include "spillway/engine.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
-#include "base/pattern.h"
 
 namespace spillway::cli {
 namespace {

@@ -13,14 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/cuda_runtime.h"
 #include "base/escape.h"
 #include "codecs/codec.h"
 #include "config/fs_probe.h"
-#include "spillway/config_loader.h"
 #include "engine/stats_export.h"
-#include "tiers/blob.h"
-#include "base/cuda_runtime.h"
+#include "spillway/config_loader.h"
 #include "spillway/file_io.h"
+#include "tiers/blob.h"
 #include "tools/command.h"
 #include "tools/tier_json.h"
 

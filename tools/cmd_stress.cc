@@ -24,17 +24,17 @@
 #include <thread>
 #include <vector>
 
-#include "base/escape.h"
-#include "spillway/config_loader.h"
-#include "spillway/engine.h"
 #include "base/checked_math.h"
+#include "base/escape.h"
+#include "base/pattern.h"
 #include "base/units.h"
 #include "config/fs_probe.h"
 #include "engine/stats_export.h"
+#include "spillway/config_loader.h"
+#include "spillway/engine.h"
 #include "tiers/io/fault_file_io.h"
 #include "tools/cli_util.h"
 #include "tools/command.h"
-#include "base/pattern.h"
 #include "tools/stress_budget.h"
 #include "tools/stress_device.h"
 

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <regex>
+#include <set>
 #include <vector>
 
 namespace spillway::cli {
@@ -83,14 +84,15 @@ std::string HelpFormatter::make_option_opts(const CLI::Option* opt) const {
     if (opt->get_required()) out += " " + get_label("REQUIRED");
   }
   if (!opt->get_envname().empty()) out += " (" + get_label("Env") + ":" + opt->get_envname() + ")";
-  if (!opt->get_needs().empty()) {
-    out += " " + get_label("Needs") + ":";
-    for (const CLI::Option* o : opt->get_needs()) out += " " + o->get_name();
-  }
-  if (!opt->get_excludes().empty()) {
-    out += " " + get_label("Excludes") + ":";
-    for (const CLI::Option* o : opt->get_excludes()) out += " " + o->get_name();
-  }
+  // "(with --reopen)", "(not with --seconds)": CLI11's "Needs:" and
+  // "Excludes:" labels read as a second placeholder after the value's.
+  auto names = [](const std::set<CLI::Option*>& opts) {
+    std::string list;
+    for (const CLI::Option* o : opts) list += (list.empty() ? "" : ", ") + o->get_name();
+    return list;
+  };
+  if (!opt->get_needs().empty()) out += " (with " + names(opt->get_needs()) + ")";
+  if (!opt->get_excludes().empty()) out += " (not with " + names(opt->get_excludes()) + ")";
   return out;
 }
 

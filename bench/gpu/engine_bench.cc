@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/cuda_runtime.h"
 #include "spillway/engine.h"
 #include "spillway/file_io.h"
-#include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {

@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <string>
 
-#include "spillway/config.h"
 #include "base/pattern.h"
+#include "spillway/config.h"
 
 namespace spillway::crash {
 

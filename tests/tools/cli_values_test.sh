@@ -36,6 +36,8 @@ refuse() {
 stress=(stress -c "$tmp/host.yaml" --keys 10)
 # The reproductions.
 refuse --sizes 1PiB:1PiB "memory" -- "${stress[@]}" --ops 10 --sizes 1PiB:1PiB
+# The device stress checks its sizes before it looks for a gpu tier.
+refuse --sizes 1PiB:1PiB "memory" -- "${stress[@]}" --device --seconds 1 --sizes 1PiB:1PiB
 refuse --ops "'-1'" -- "${stress[@]}" --ops -1
 refuse --multiple "'nan'" -- demo -c "$tmp/host.yaml" --multiple nan
 # Whole numbers: no sign, no fraction or exponent, no overflow, nothing after.

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "spillway/config_loader.h"
 #include "base/cuda_runtime.h"
+#include "spillway/config_loader.h"
 #include "tiers/gpu/gpu_test_util.h"
 
 namespace spillway {

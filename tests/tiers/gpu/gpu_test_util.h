@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
 #include "base/cuda_runtime.h"
+#include "test_util.h"
 
 namespace spillway::testing {
 
