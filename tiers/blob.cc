@@ -22,12 +22,14 @@
 #include <fstream>
 #include <string>
 
+#include "base/align.h"
+
 namespace spillway {
 
 namespace {
 constexpr uintptr_t kHuge = uintptr_t{2} << 20;
 constexpr uint64_t kPage = 4096;
-uint64_t MappedBytes(uint64_t size) { return (size + kPage - 1) & ~(kPage - 1); }
+uint64_t MappedBytes(uint64_t size) { return AlignUp(size, kPage); }
 }  // namespace
 
 std::byte* Blob::AllocateLargeHost(uint64_t size, bool huge_pages) {

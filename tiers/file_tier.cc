@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/align.h"
 #include "tiers/segment_manifest.h"
 
 namespace spillway {
@@ -67,10 +68,6 @@ constexpr size_t kPieceBuffers = kPieceWriters + 2;
 constexpr size_t kPiecesAheadOfTurn = 4;
 // Hole punches waiting for the punch thread, at most (see QueuePunch).
 constexpr size_t kMaxQueuedPunches = 4096;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
-
 
 void BuildRequests(const FileHandle* file, IoRequest::Op op, std::byte* buf, uint64_t file_offset, uint64_t len,
                    uint64_t block, std::vector<IoRequest>* out) {

@@ -25,6 +25,7 @@
 #include <system_error>
 #include <thread>
 
+#include "base/align.h"
 #include "tiers/file_tier.h"
 
 namespace spillway {
@@ -78,9 +79,6 @@ constexpr uint64_t kBatchStreamedPieces = 4;
 // and 12% faster than one at a time on an H100, interleaved
 // (bench/results/h100-2026-12-06-0735-demo.md).
 constexpr size_t kBatchStreamedAtOnce = 2;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 // A streamed read's full-size request for a tier of this io.block_bytes.
 uint64_t StreamedPieceMax(uint64_t block_bytes) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/align.h"
 #include "tiers/file_tier.h"
 #include "tiers/segment_manifest.h"
 #include "tiers/segment_scan.h"
@@ -91,7 +92,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       seg->io = io_;
       auto size = io_->FileSize(seg->file);
       if (!size.ok()) return size.status();
-      seg->end = (*size + kIoAlign - 1) / kIoAlign * kIoAlign;
+      seg->end = AlignUp(*size, kIoAlign);
       seg->allocated = seg->end;
       seg->sealed = true;
       const auto listed = expected.find(id);

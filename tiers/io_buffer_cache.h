@@ -21,6 +21,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/align.h"
 #include "spillway/file_io.h"
 #include "tiers/blob.h"
 
@@ -43,7 +44,7 @@ namespace spillway {
 // keep up to whole 2 MiB pages.
 inline constexpr uint64_t kHugeIoBytes = 2ull << 20;
 inline uint64_t IoBufferBytes(uint64_t bytes) {
-  return (std::max<uint64_t>(bytes, 1) + kIoAlign - 1) / kIoAlign * kIoAlign;
+  return AlignUp(std::max<uint64_t>(bytes, 1), kIoAlign);
 }
 inline std::byte* AllocIoBuffer(uint64_t bytes) {
   const uint64_t n = IoBufferBytes(bytes);
@@ -149,7 +150,7 @@ class IoBufferCache {
         return l;
       }
     }
-    l.size_ = bytes <= max_bytes_ ? std::min(RoundUp(bytes, kHugeIoBytes), max_bytes_) : bytes;
+    l.size_ = bytes <= max_bytes_ ? std::min(AlignUp(bytes, kHugeIoBytes), max_bytes_) : bytes;
     l.data_ = AllocIoBuffer(l.size_);
     return l;
   }
@@ -175,7 +176,6 @@ class IoBufferCache {
     std::byte* data;
     uint64_t size;
   };
-  static uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
   void Give(std::byte* data, uint64_t size) {
     if (size <= max_bytes_) {
