@@ -186,8 +186,7 @@ class FileTier::PieceBuffers {
 };
 
 FileTier::FileTier(TierConfig config, int index, FileIo* io, HostAllocator* host_alloc)
-    : Tier(std::move(config), index), io_(io), host_alloc_(host_alloc),
-      codec_(MakeCodec(this->config().codec)) {
+    : Tier(std::move(config), index), io_(io), host_alloc_(host_alloc), encoder_(this->config().codec) {
   for (const std::string& p : this->config().paths) {
     auto s = std::make_unique<Stripe>();
     s->dir = p;
@@ -342,8 +341,7 @@ Status FileTier::CheckDirectory(const std::string& dir) const {
 }
 
 uint64_t FileTier::ReserveEstimate(const ObjectView& object) const {
-  return MaxRecordSize(object.key.size(), object.buffers.size(), object.raw_size(), *codec_,
-                       config().codec);
+  return encoder_.MaxSize(object);
 }
 
 StatusOr<SegmentPtr> FileTier::NewSegmentLocked(Stripe& s) {
@@ -466,11 +464,9 @@ Status FileTier::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
   uint64_t off = 0;
   for (size_t i = 0; i < slab.count; ++i) {
     const ObjectView& obj = objects[slab.first + i];
-    const size_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
-                                     config().codec);
+    const size_t max = encoder_.MaxSize(obj);
     const uint64_t seq = obj.sequence != 0 ? obj.sequence : sequence_.fetch_add(1, std::memory_order_relaxed);
-    auto n = EncodeRecord(obj, seq, *codec_,
-                          config().codec, std::span<std::byte>(buf + off, max));
+    auto n = encoder_.Encode(obj, seq, std::span<std::byte>(buf + off, max));
     if (!n.ok()) return n.status().WithContext("file tier '" + name() + "': encoding");
     rec_off[i] = off;
     rec_len[i] = *n;
@@ -614,8 +610,7 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
   Slab cur;
   for (size_t i = 0; i < objects.size(); ++i) {
     const ObjectView& obj = objects[i];
-    const uint64_t max = MaxRecordSize(obj.key.size(), obj.buffers.size(), obj.raw_size(), *codec_,
-                                       config().codec);
+    const uint64_t max = encoder_.MaxSize(obj);
     const bool cur_large = cur.count == 1 && cur.max_bytes > kSlabBytes;
     if (cur.count > 0 && (max > kSlabBytes || cur_large || cur.max_bytes + max > kSlabMaxBytes)) {
       slabs.push_back(cur);
@@ -626,7 +621,7 @@ StatusOr<std::vector<Location>> FileTier::StoreImpl(std::span<const ObjectView> 
       cur.first = i;
       // Larger than a slab: it is alone in its slab; stream it when its
       // layout is known before encoding (no codec).
-      cur.stream = max > kSlabBytes && codec_->kind() == CodecKind::kNone;
+      cur.stream = max > kSlabBytes && encoder_.kind() == CodecKind::kNone;
     }
     cur.count++;
     cur.max_bytes += max;

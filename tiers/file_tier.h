@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "base/fifo_gate.h"
-#include "codecs/codec.h"
 #include "tiers/host_tier.h"
 #include "tiers/io_buffer_cache.h"
+#include "tiers/record_encoder.h"
 #include "tiers/segment.h"
 #include "tiers/tier.h"
 #include "base/thread_pool.h"
@@ -255,7 +255,7 @@ class FileTier : public Tier {
   mutable IoBufferCache read_buffers_{8, 16ull << 20, 32ull << 20};  // PrepareRead is const
   // Streamed reads (LoadStreamed) running now: they share one ring budget.
   std::atomic<uint32_t> streamed_reads_{0};
-  std::unique_ptr<Codec> codec_;
+  const RecordEncoder encoder_;  // the codec and its settings (min_savings, chunk size)
   std::vector<std::unique_ptr<Stripe>> stripes_;
   std::atomic<uint32_t> next_stripe_{0};
   std::atomic<uint64_t> sequence_{1};

@@ -289,7 +289,7 @@ StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view k
 }
 
 StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
-  if (codec_->kind() == CodecKind::kNone && loc.length >= kStreamedReadMin) {
+  if (encoder_.kind() == CodecKind::kNone && loc.length >= kStreamedReadMin) {
     bool fallback = false;
     auto blob = LoadStreamed(loc, key, &fallback);
     if (!fallback) return blob;
@@ -310,7 +310,7 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
   // A raw record this long keeps kBatchStreamedPieces full-size requests in
   // flight by itself: it is read streamed, alone (LoadImpl -> LoadStreamed),
   // through the cached ring instead of a fresh window of its own length.
-  const bool raw = codec_->kind() == CodecKind::kNone;
+  const bool raw = encoder_.kind() == CodecKind::kNone;
   const uint64_t streamed_min =
       std::max(kBatchStreamedPieces * StreamedPieceMax(config().io.block_bytes), kStreamedReadMin);
   auto streamed = [&](const Location& loc) { return raw && loc.length >= streamed_min; };
