@@ -25,13 +25,8 @@ constexpr uint64_t kSlabBytes = 8ull << 20;
 // that a demotion batch (8 MiB of raw bytes, DemotionPolicy::BatchBytes) is
 // one slab, encoded and written on the batch's own thread, although its
 // records are larger than its raw bytes (a 4 KiB object's record is 4.5
-// KiB). Split at 8 MiB, every batch of small objects was an 8 MiB slab and
-// a 1.2 MiB one, both handed to the tier's four writer threads while the
-// batch's thread waited: with four batches in flight, eight slabs queued
-// for four threads, each thread's encode waiting for its previous write,
-// and an extra small write per batch (H100 machine, section 1, 4 KiB
-// objects: the disk idle about half of the spill, the Put thread waiting
-// for room 35% of it).
+// KiB): split at 8 MiB, each batch also queued a small slab for the writer
+// threads and waited for it (docs/performance.md#tuning-constants-file-tier).
 constexpr uint64_t kSlabMaxBytes = kSlabBytes + kSlabBytes / 4;
 
 // Streamed writes (objects larger than a slab, codec none): pieces of this
@@ -40,31 +35,16 @@ constexpr uint64_t kSlabMaxBytes = kSlabBytes + kSlabBytes / 4;
 // 1 MiB requests at the defaults, so up to 16 in flight for one object, more
 // when several batches stream at once). Small pieces let the first one go
 // to the disk while the encoder still copies the rest, and spread one 8 MiB
-// object over several writers. Measured on the H200's local disk (gpu_bench
-// --engine-only, gpu -> host -> file, each round against a disk reference
-// written just before it, 2026-12-01 18:30 UTC): 8 MiB pieces, 4 writers and
-// 4 batches in flight moved 0.84x / 0.83x (two runs) of the disk for 8 MiB
-// objects and 0.92x / 1.00x for 64 MiB; 2 MiB pieces, 8 writers and 8
-// batches in flight 0.90x and 0.96x. 8 batches and 8 writers with 8 MiB
-// pieces were worse (0.75x / 0.90x), and so was writing 8 MiB objects
-// through the slab path (0.87x / 0.97x, or 0.76x with 8 batches). On the
-// development machine the same change moved 64 MiB host -> file spills
-// from 0.84 / 0.77 to 0.90 / 0.88 GB/s (spillway bench section 1, two runs
-// each, interleaved). Two spare buffers let the encoder fill the next
-// pieces while the others are on the disk.
+// object over several writers (docs/performance.md#tuning-constants-file-tier). Two
+// spare buffers let the encoder fill the next pieces while the others are
+// on the disk.
 constexpr uint64_t kPieceBytes = 2ull << 20;
 constexpr size_t kPieceWriters = 8;
 constexpr size_t kPieceBuffers = kPieceWriters + 2;
 // Pieces a streamed write sends to the disk before the previous one's
 // header is written (PieceBuffers::WaitToWrite), so a header waits behind
-// at most 8 MiB of the next record. With all of them, the header waited
-// for the whole next record (two 64 MiB moves finished together). With
-// none, the disk sat idle at each handover (8 MiB objects through a
-// 512 MiB host tier: busy 84-90% of a spill against 98-100%); with one it
-// was busy 94-98%, but on the H200 gpu -> file moved 8 MiB objects at
-// 1.64-1.71 GB/s against 2.09 / 2.13 / 1.86 with no wait (one run each,
-// 2026-12-03): the queue drained at every handover. Four pieces let a
-// whole 8 MiB record go ahead, as before.
+// at most 8 MiB of the next record, while a whole 8 MiB record may go ahead
+// and the disk's queue does not drain at the handover (docs/performance.md#tuning-constants-file-tier).
 constexpr size_t kPiecesAheadOfTurn = 4;
 // Hole punches waiting for the punch thread, at most (see QueuePunch).
 constexpr size_t kMaxQueuedPunches = 4096;
@@ -103,10 +83,9 @@ struct FileTier::Slab {
 // the older one's header is written, so two large objects stored at once
 // are written one after the other. The disk sees the same queue either
 // way, but the first object is on disk (and its source memory free) in half
-// the time: with a host tier that holds two such objects, interleaved
-// writes finished together, and the disk then sat idle while the next two
-// Puts copied their objects in (measured: the disk busy 58-72% of a 64 MiB
-// spill, idle gaps of about 55 ms after each pair). Handing a buffer to a
+// the time: interleaved, both finished together and the disk then sat idle
+// while the next two Puts copied their objects in
+// (docs/performance.md#tuning-constants-file-tier). Handing a buffer to a
 // younger write whenever the older one was busy encoding was not enough on
 // a loaded machine: the older encoder was often not running when a buffer
 // came free.
@@ -403,10 +382,8 @@ Status FileTier::Reserve(uint32_t stripe, uint64_t len, int64_t records, Segment
     // The whole segment at once, when it is created and nothing is written
     // to it yet: fallocate on ext4 and XFS first waits for every direct
     // write in flight on the file (inode_dio_wait), so growing the active
-    // segment in 64 MiB steps drained the disk queue at every step (2 GiB
-    // spills through a 64 MiB host tier: 31-33 fallocates took 0.14-0.42 s
-    // per spill, once 3.7 s; 8-11 whole segments 0.006-0.28 s;
-    // bench/results/prealloc-2026-12-03.md). No more than the tier's
+    // segment in steps drained the disk queue at every step
+    // (docs/performance.md#tuning-constants-file-tier). No more than the tier's
     // capacity, so a small tier does not reserve a segment it can never fill.
     if (s.active->end > s.active->allocated) {
       const uint64_t need = s.active->end - s.active->allocated;
@@ -592,9 +569,9 @@ Status FileTier::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
     st = io_->Write(seg->file, base, head.get(), kIoAlign);
   }
   // Only now may the next streamed write send more than its first
-  // kPiecesAheadOfTurn pieces: queued behind all of them, this header waited
-  // for the whole next object (the disk's elevator serves the higher offsets
-  // first; measured: 42 ms for 64 MiB objects).
+  // kPiecesAheadOfTurn pieces: queued behind all of them, this header would
+  // wait for the whole next object (the disk's elevator serves the higher
+  // offsets first).
   pieces_->Retire(ticket);
   if (!st.ok()) return AbandonWrite(stripe, seg, base, len, 1, st);
   seg->dirty.store(true, std::memory_order_relaxed);

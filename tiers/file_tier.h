@@ -159,21 +159,11 @@ class FileTier : public Tier {
     std::atomic<uint64_t> reserve_bytes{0};
     std::atomic<int64_t> checked_ns{0};
     // Slab writes (WriteSlab) go to this path's disk kSlabWritesOnDisk at a
-    // time, in the order their encoding finished. Let all in at once, the
-    // demotion batches that a full tier starts together (four of 8 MiB for a
-    // 64 MiB host tier) shared the disk and finished together: the tier
-    // emptied by half at once, refilled with nothing in flight below it,
-    // and the disk idled until the high watermark started the next ones.
-    // In turn, one batch finishes every few milliseconds and the next
-    // starts as it does. A 4 KiB spill through a 64 MiB host tier on the
-    // development VM (a timeline of each batch's pick, encode, write and
-    // commit, two runs each, 2026-12-06): nothing in flight 12.5-12.8% of
-    // the spill and the disk writing 68-70% at 0.85-0.87 GB/s with no turn;
-    // 0.0-0.5% and 95-99% at 1.18-1.24 GB/s with one or two writes at a
-    // time. Two, not one: 1 MiB objects moved 1.60-1.62 GB/s with two and
-    // 1.32-1.37 with one (1.47-1.48 with no turn). Two 8 MiB slabs are 16
-    // requests of 1 MiB on the disk, where fio writes as fast as at 32 on
-    // that disk.
+    // time, in the order their encoding finished, so one batch finishes every
+    // few milliseconds and the next starts as it does. Let all in at once, the
+    // demotion batches a full tier starts together shared the disk, finished
+    // together, and the disk idled until the high watermark started the next
+    // ones (docs/performance.md#tuning-constants-file-tier).
     FifoGate slab_writes{kSlabWritesOnDisk};
   };
   struct ReadWindow;

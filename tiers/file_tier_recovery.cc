@@ -8,8 +8,8 @@
 // reported too.
 //
 // Nothing is deleted until every segment was read: a read error stops Open
-// with nothing changed (issue 16: a partial scan once let a later free delete
-// the records it had not read).
+// with nothing changed, so a later free cannot delete the records a partial
+// scan did not read.
 #include <algorithm>
 #include <cstdio>
 
