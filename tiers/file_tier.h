@@ -29,22 +29,25 @@
 // calls after it synced every tier, so no record is flagged erased or punched
 // on disk before the record that superseded it is durable.
 //
-// Thread-safety: every method may be called concurrently. Each stripe has one
-// mutex guarding its segment table and append offset; no I/O runs under it
-// except creating a new segment file.
+// The segment files, their space and frees, the manifest and recovery's
+// bookkeeping are the SegmentManager's (segment_manager.h); this class keeps
+// the Tier interface, the record encoder and the write and read paths.
+//
+// Thread-safety: every method may be called concurrently. The segment
+// manager guards its own state; the writers share only the reused buffers
+// (IoBufferCache, PieceBuffers) and the per-path turn of slab writes.
 #pragma once
 
 #include <atomic>
 #include <functional>
-#include <mutex>
-#include <unordered_map>
+#include <memory>
 #include <vector>
 
 #include "base/fifo_gate.h"
 #include "tiers/host_tier.h"
 #include "tiers/io_buffer_cache.h"
 #include "tiers/record_encoder.h"
-#include "tiers/segment.h"
+#include "tiers/segment_manager.h"
 #include "tiers/tier.h"
 #include "base/thread_pool.h"
 
@@ -52,14 +55,6 @@ namespace spillway {
 
 // Each tier directory's lock file (FileIo::LockFile), never deleted.
 inline constexpr char kLockName[] = "LOCK";
-
-// One record found while scanning a persistent tier at open.
-struct RecoveredObject {
-  std::string key;
-  uint64_t sequence = 0;
-  bool engine_sequence = false;  // kFlagEngineSequence: `sequence` orders records across tiers
-  Location location;
-};
 
 // The aligned window [*start, *end) that a read of the record at
 // [offset, offset + length) uses (file_tier_read.cc): kIoAlign blocks, or
@@ -93,12 +88,12 @@ class FileTier : public Tier {
   bool Accepts(MemoryKind kind) const override { return kind != MemoryKind::kDevice; }
   uint64_t ReserveEstimate(const ObjectView& object) const override;
   // min_free: some path keeps its reserved free space after `bytes` more.
-  bool HasDeviceRoom(uint64_t bytes) const override;
-  bool direct_io() const { return direct_io_; }
+  bool HasDeviceRoom(uint64_t bytes) const override { return segments_->HasDeviceRoom(bytes); }
+  bool direct_io() const { return segments_->direct_io(); }
   // Number of segment files across all stripes.
-  size_t segment_count() const;
+  size_t segment_count() const { return segments_->segment_count(); }
   // Bytes allocated on disk across all segments (st_blocks).
-  uint64_t allocated_bytes() const;
+  uint64_t allocated_bytes() const { return segments_->allocated_bytes(); }
   // Next sequence number for records stored without one (ObjectView::sequence
   // 0); after Recover, one more than the highest recovered.
   void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
@@ -106,7 +101,7 @@ class FileTier : public Tier {
   // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
   // streamed-piece buffers): under process memory pressure.
   void ReleaseCachedMemory() override;
-  void BeginClose() override { closing_.store(true, std::memory_order_relaxed); }
+  void BeginClose() override { segments_->BeginClose(); }
   // Idle buffers the tier keeps for reuse (tests, stats).
   size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
 
@@ -114,23 +109,23 @@ class FileTier : public Tier {
   // frees. Sync() is this on a scratch tier; on a persistent one it is
   // PrepareFrees, SyncData, CommitFrees, SyncData (for a tier used alone: the
   // engine runs those steps across all its tiers itself, see Flush).
-  Status SyncData();
+  Status SyncData() { return segments_->SyncData(); }
 
   // ---- deferred frees (persistent tiers) ----
   // Takes every free and retirement queued so far for the next CommitFrees.
   // The caller then syncs every tier of the chain, so the records that
   // superseded them are durable, and calls CommitFrees.
-  void PrepareFrees();
+  void PrepareFrees() { segments_->PrepareFrees(); }
   // Writes the erase marks and reclaims the space (punch, emptied segments)
   // of what PrepareFrees took. A mark that cannot be written stays queued for
   // the next commit and its error is returned. `*wrote` is set when anything
   // reached the disk (the caller syncs again).
   Status CommitFrees(bool* wrote);
   // Bytes of records freed or retired and not yet committed.
-  uint64_t pending_free_bytes() const { return pending_free_bytes_.load(std::memory_order_relaxed); }
+  uint64_t pending_free_bytes() const { return segments_->pending_free_bytes(); }
   // Called (without locks held) when the pending frees pass an eighth of the
   // capacity, so the owner commits them before they hold much disk space.
-  void set_on_pending_frees(std::function<void()> f) { on_pending_frees_ = std::move(f); }
+  void set_on_pending_frees(std::function<void()> f) { segments_->set_on_pending_frees(std::move(f)); }
 
  protected:
   StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;
@@ -142,53 +137,16 @@ class FileTier : public Tier {
   Status SyncImpl() override;
 
  private:
-  // Slab writes on one path's disk at once (Stripe::slab_writes).
+  // Slab writes on one path's disk at once (slab_writes_).
   static constexpr int kSlabWritesOnDisk = 2;
-  struct Stripe {
-    std::string dir;
-    std::mutex mu;  // guards segments, active, next_id and each Segment's end/sealed
-    std::unordered_map<uint32_t, SegmentPtr> segments;
-    SegmentPtr active;
-    uint32_t next_id = 1;
-    FileHandle lock;  // kLockName, held while the tier is open
-    // A record was published or a segment deleted since the last manifest.
-    std::atomic<bool> manifest_dirty{false};
-    // min_free (file_tier_space.cc): free space as last measured less the
-    // bytes reserved since, the reserve, and when it was measured.
-    std::atomic<int64_t> free_bytes{INT64_MAX};
-    std::atomic<uint64_t> reserve_bytes{0};
-    std::atomic<int64_t> checked_ns{0};
-    // Slab writes (WriteSlab) go to this path's disk kSlabWritesOnDisk at a
-    // time, in the order their encoding finished, so one batch finishes every
-    // few milliseconds and the next starts as it does. Let all in at once, the
-    // demotion batches a full tier starts together shared the disk, finished
-    // together, and the disk idled until the high watermark started the next
-    // ones (docs/performance.md#tuning-constants-file-tier).
-    FifoGate slab_writes{kSlabWritesOnDisk};
-  };
   struct ReadWindow;
   struct Slab;
   class PieceBuffers;
 
-  // Reserves `len` bytes for `records` records in a stripe's active segment.
-  Status Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg, uint64_t* offset);
-  StatusOr<SegmentPtr> NewSegmentLocked(Stripe& s);
-  SegmentPtr FindSegment(uint32_t stripe, uint32_t id) const;
-  void MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg);
   // Encodes and writes one slab; fills its locations.
   Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
   // Writes a slab's single large object piece by piece (codec none).
   Status WriteStreamed(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
-  // Frees [offset, offset + len) of `seg` on the punch worker.
-  void QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint64_t len);
-  // Waits for the punches queued so far.
-  void DrainPunches() const;
-  // A write of `records` records at [base, base+len) failed: punches the
-  // range, releases the records' reservation and returns `st` in context.
-  Status AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len, int64_t records,
-                      const Status& st);
-  // A record at `offset` is on disk: fills its location, counts it live.
-  void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
   // file_tier_read.cc: a record's aligned read window (LocateRead: its
   // segment and bounds), then its memory and requests (PrepareRead, on a
   // located window: into `buffer`, the caller's, kIoAlign-aligned and at
@@ -202,35 +160,7 @@ class FileTier : public Tier {
   // copied out as it arrives. Sets `*fallback` (nothing served) when the
   // record must be read whole instead (compressed, or tables larger than a piece).
   StatusOr<BlobPtr> LoadStreamed(const Location& loc, std::string_view key, bool* fallback);
-  // file_tier_space.cc: the stripe a write of `len` bytes goes to (round
-  // robin, skipping paths at their reserved free space).
-  StatusOr<uint32_t> PickStripe(uint64_t len);
-  bool HasMinFree() const;
-  void RefreshSpace(Stripe& s) const;
-  bool StripeHasRoom(Stripe& s, uint64_t bytes) const;
-  std::string Where(const Location& loc) const;
-  Status CheckDirectory(const std::string& dir) const;
-  Status LockDirectory(Stripe& s);
-  Status WipeScratch(Stripe& s);
-  // REQUIRES: s.mu held, or no other thread using the stripe.
-  Status RecreateScratchDir(Stripe& s);
-  struct PendingFree {
-    enum Kind : uint8_t { kMark, kReclaim, kAbandon };  // ordered: kReclaim includes kMark
-    uint32_t stripe;
-    uint32_t segment;
-    uint64_t offset;
-    uint64_t length;
-    Kind kind;
-  };
-  void QueueFree(const PendingFree& p);
-  // Persistent tiers: flags the record erased on disk so recovery skips it
-  // (a header already flagged, or no longer this record's, is left alone).
-  Status MarkErased(Segment& seg, const PendingFree& p);
-  // Makes [offset, offset+len) unreadable: punched, or zeroed where the
-  // filesystem cannot punch.
-  Status EraseRange(const Segment& seg, uint64_t offset, uint64_t len);
-  // A record's space back: live counts, the punch, an emptied sealed segment.
-  void Reclaim(uint32_t stripe, const SegmentPtr& seg, uint64_t offset, uint64_t length);
+  std::string Where(const Location& loc) const { return segments_->Where(loc); }
 
   FileIo* io_;
   HostAllocator* host_alloc_;
@@ -246,22 +176,18 @@ class FileTier : public Tier {
   // Streamed reads (LoadStreamed) running now: they share one ring budget.
   std::atomic<uint32_t> streamed_reads_{0};
   const RecordEncoder encoder_;  // the codec and its settings (min_savings, chunk size)
-  std::vector<std::unique_ptr<Stripe>> stripes_;
-  std::atomic<uint32_t> next_stripe_{0};
+  std::unique_ptr<SegmentManager> segments_;
+  // Slab writes (WriteSlab) go to each path's disk kSlabWritesOnDisk at a
+  // time, in the order their encoding finished, so one batch finishes every
+  // few milliseconds and the next starts as it does. Let all in at once, the
+  // demotion batches a full tier starts together shared the disk, finished
+  // together, and the disk idled until the high watermark started the next
+  // ones (docs/performance.md#tuning-constants-file-tier). One per stripe.
+  std::vector<std::unique_ptr<FifoGate>> slab_writes_;
   std::atomic<uint64_t> sequence_{1};
   std::unique_ptr<ThreadPool> pool_;        // slab writes (they may wait on piece_pool_)
   std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
   std::unique_ptr<ThreadPool> piece_pool_;  // writes one streamed piece each; never waits on a task
-  std::unique_ptr<ThreadPool> punch_pool_;  // one thread: hole punching off the caller's path
-  std::atomic<bool> closing_{false};        // BeginClose: a scratch tier punches nothing more
-  std::atomic<size_t> queued_punches_{0};
-  bool direct_io_ = true;
-  std::once_flag buffered_warning_;
-  std::mutex frees_mu_;  // guards queued_frees_, ready_frees_
-  std::vector<PendingFree> queued_frees_;  // since the last PrepareFrees
-  std::vector<PendingFree> ready_frees_;   // taken by PrepareFrees (or failed) for CommitFrees
-  std::atomic<uint64_t> pending_free_bytes_{0};
-  std::function<void()> on_pending_frees_;  // set before use (engine Init)
 };
 
 }  // namespace spillway

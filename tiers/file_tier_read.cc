@@ -96,7 +96,7 @@ struct FileTier::ReadWindow {
 };
 
 Status FileTier::LocateRead(const Location& loc, ReadWindow* w) const {
-  w->seg = FindSegment(loc.stripe, loc.segment);
+  w->seg = segments_->Find(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
   return Status::OK();
@@ -154,7 +154,7 @@ StatusOr<BlobPtr> FileTier::FinishRead(const Location& loc, std::string_view key
 
 StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view key, bool* fallback) {
   *fallback = false;
-  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  SegmentPtr seg = segments_->Find(loc.stripe, loc.segment);
   if (!seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   const uint64_t start = AlignDown(loc.offset, kIoAlign);
   const uint64_t window = AlignUp(loc.offset + loc.length, kIoAlign) - start;
