@@ -1,9 +1,9 @@
 // FileTier: objects as checksummed records packed into segment files on one
 // or more directories (striped), written through FileIo (io_uring, O_DIRECT).
 //
-// Write path: a Store encodes its objects into 4 KiB-aligned slabs; slabs are
-// encoded and written by a worker pool so encoding one overlaps writing the
-// previous, with up to io.queue_depth requests of io.block_bytes in flight.
+// Write path (write_pipeline.h): a Store encodes its objects into 4 KiB-
+// aligned slabs; slabs are encoded and written by a worker pool so encoding
+// one overlaps writing the previous, with up to io.queue_depth requests of io.block_bytes in flight.
 // An object too large for a slab (codec none) is streamed instead: its record
 // is copied into a few reused piece buffers and each piece is written as soon
 // as it is full, several in flight, so a 64 MiB object neither waits for its
@@ -30,12 +30,13 @@
 // on disk before the record that superseded it is durable.
 //
 // The segment files, their space and frees, the manifest and recovery's
-// bookkeeping are the SegmentManager's (segment_manager.h); this class keeps
-// the Tier interface, the record encoder and the write and read paths.
+// bookkeeping are the SegmentManager's (segment_manager.h), the write path
+// the WritePipeline's; this class keeps the Tier interface, the record
+// encoder and the read path, and composes the two.
 //
 // Thread-safety: every method may be called concurrently. The segment
-// manager guards its own state; the writers share only the reused buffers
-// (IoBufferCache, PieceBuffers) and the per-path turn of slab writes.
+// manager and the write pipeline guard their own state; the readers share
+// only the read-buffer cache (which locks itself) and a counter.
 #pragma once
 
 #include <atomic>
@@ -43,13 +44,12 @@
 #include <memory>
 #include <vector>
 
-#include "base/fifo_gate.h"
 #include "tiers/host_tier.h"
 #include "tiers/io_buffer_cache.h"
 #include "tiers/record_encoder.h"
 #include "tiers/segment_manager.h"
 #include "tiers/tier.h"
-#include "base/thread_pool.h"
+#include "tiers/write_pipeline.h"
 
 namespace spillway {
 
@@ -96,14 +96,14 @@ class FileTier : public Tier {
   uint64_t allocated_bytes() const { return segments_->allocated_bytes(); }
   // Next sequence number for records stored without one (ObjectView::sequence
   // 0); after Recover, one more than the highest recovered.
-  void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
-  uint64_t next_sequence() const { return sequence_.load(); }
+  void set_next_sequence(uint64_t seq) { pipeline_->set_next_sequence(seq); }
+  uint64_t next_sequence() const { return pipeline_->next_sequence(); }
   // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
   // streamed-piece buffers): under process memory pressure.
   void ReleaseCachedMemory() override;
   void BeginClose() override { segments_->BeginClose(); }
   // Idle buffers the tier keeps for reuse (tests, stats).
-  size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
+  size_t idle_io_buffers() const { return pipeline_->idle_buffers() + read_buffers_.idle(); }
 
   // fdatasyncs every dirty segment and fsyncs the directories; commits no
   // frees. Sync() is this on a scratch tier; on a persistent one it is
@@ -137,16 +137,8 @@ class FileTier : public Tier {
   Status SyncImpl() override;
 
  private:
-  // Slab writes on one path's disk at once (slab_writes_).
-  static constexpr int kSlabWritesOnDisk = 2;
   struct ReadWindow;
-  struct Slab;
-  class PieceBuffers;
 
-  // Encodes and writes one slab; fills its locations.
-  Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
-  // Writes a slab's single large object piece by piece (codec none).
-  Status WriteStreamed(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
   // file_tier_read.cc: a record's aligned read window (LocateRead: its
   // segment and bounds), then its memory and requests (PrepareRead, on a
   // located window: into `buffer`, the caller's, kIoAlign-aligned and at
@@ -164,10 +156,6 @@ class FileTier : public Tier {
 
   FileIo* io_;
   HostAllocator* host_alloc_;
-  // Slab encode buffers and read windows / streamed-read rings, shared by
-  // the tier's threads (io_buffer_cache.h); declared before the thread
-  // pools, which give buffers back until they stop.
-  IoBufferCache slab_buffers_{4, 64ull << 20};
   // Reads: a buffer for each of several readers at once (a Get of a 1 MiB
   // object reads through a 2 MiB one), 32 MiB at most. With two kept, the
   // bench's four readers mapped and faulted in fresh 2 MiB pages on half
@@ -176,18 +164,9 @@ class FileTier : public Tier {
   // Streamed reads (LoadStreamed) running now: they share one ring budget.
   std::atomic<uint32_t> streamed_reads_{0};
   const RecordEncoder encoder_;  // the codec and its settings (min_savings, chunk size)
+  // Declared in this order: the pipeline writes into the segments, and goes first.
   std::unique_ptr<SegmentManager> segments_;
-  // Slab writes (WriteSlab) go to each path's disk kSlabWritesOnDisk at a
-  // time, in the order their encoding finished, so one batch finishes every
-  // few milliseconds and the next starts as it does. Let all in at once, the
-  // demotion batches a full tier starts together shared the disk, finished
-  // together, and the disk idled until the high watermark started the next
-  // ones (docs/performance.md#tuning-constants-file-tier). One per stripe.
-  std::vector<std::unique_ptr<FifoGate>> slab_writes_;
-  std::atomic<uint64_t> sequence_{1};
-  std::unique_ptr<ThreadPool> pool_;        // slab writes (they may wait on piece_pool_)
-  std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
-  std::unique_ptr<ThreadPool> piece_pool_;  // writes one streamed piece each; never waits on a task
+  std::unique_ptr<WritePipeline> pipeline_;
 };
 
 }  // namespace spillway
