@@ -199,7 +199,7 @@ StatusOr<SegmentPtr> SegmentManager::NewSegmentLocked(Stripe& s) {
 }
 
 Status SegmentManager::Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg,
-                         uint64_t* offset) {
+                               uint64_t* offset) {
   Stripe& s = *stripes_[stripe];
   SegmentPtr sealed;
   {
@@ -272,7 +272,7 @@ std::string SegmentManager::Where(const Location& loc) const {
 }
 
 Status SegmentManager::AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len,
-                              int64_t records, const Status& st) {
+                                    int64_t records, const Status& st) {
   // A failed or torn write may have left complete records on disk that were
   // never acknowledged; punch them out so a scan cannot revive them (after
   // an Erase of the key's older value, one would come back at a restart).

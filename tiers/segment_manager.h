@@ -14,7 +14,8 @@
 // Thread-safety: every method may be called concurrently, except Open and
 // Recover (before any other use). Each stripe's mutex guards its segment
 // table, active segment and next id, and each Segment's end/sealed/allocated;
-// no I/O runs under it except creating and preallocating a segment file.
+// no I/O runs under it except creating and preallocating a segment file and
+// recreating a scratch directory removed under the tier.
 // frees_mu_ guards the queued frees.
 #pragma once
 

@@ -182,7 +182,7 @@ void WritePipeline::ReleaseCachedMemory() {
 }
 
 Status WritePipeline::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
-                           std::vector<Location>& out) {
+                                std::vector<Location>& out) {
   IoBufferCache::Lease lease = slab_buffers_.Take(slab.max_bytes);
   std::byte* buf = lease.get();
   if (buf == nullptr) return Status::NoSpace("file tier '" + name() + "': out of memory for write buffer");
@@ -229,7 +229,7 @@ Status WritePipeline::WriteSlab(Slab& slab, std::span<const ObjectView> objects,
 }
 
 Status WritePipeline::WriteStreamed(Slab& slab, std::span<const ObjectView> objects,
-                               std::vector<Location>& out) {
+                                    std::vector<Location>& out) {
   const ObjectView& obj = objects[slab.first];
   RawRecordStream rec;
   Status st = rec.Start(obj, obj.sequence != 0 ? obj.sequence : sequence_.fetch_add(1, std::memory_order_relaxed));
