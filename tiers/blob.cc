@@ -7,11 +7,8 @@
 // freed) those blocks were carved from glibc's heaps, so the hint stayed on
 // heap ranges after the free, and khugepaged (max_ptes_none 511 by default)
 // filled them with whole huge pages that small allocations then kept
-// resident. Dask benchmark, array then groupby in one cluster (2 workers x
-// 600 MiB, 7.6 MiB partitions read back): a worker's RSS rose to 580-690 MiB
-// at the start of the groupbys with the host tier holding 15-61 MiB, 400+
-// MiB of it in 8 MiB huge-page ranges of the heaps
-// (bench/results/rss-2026-12-04.md).
+// resident: hundreds of MiB of a Dask worker's RSS with little in its host
+// tier (docs/performance.md#tuning-constants-file-tier).
 #include "tiers/blob.h"
 
 #include <sys/mman.h>
@@ -22,12 +19,14 @@
 #include <fstream>
 #include <string>
 
+#include "base/align.h"
+
 namespace spillway {
 
 namespace {
 constexpr uintptr_t kHuge = uintptr_t{2} << 20;
 constexpr uint64_t kPage = 4096;
-uint64_t MappedBytes(uint64_t size) { return (size + kPage - 1) & ~(kPage - 1); }
+uint64_t MappedBytes(uint64_t size) { return AlignUp(size, kPage); }
 }  // namespace
 
 std::byte* Blob::AllocateLargeHost(uint64_t size, bool huge_pages) {

@@ -87,9 +87,8 @@ class Blob {
   }
   // From this size on, AllocateHost maps memory of its own, 2 MiB aligned and
   // (ObjectHugePages) marked for transparent huge pages (blob.cc): a fresh
-  // 64 MiB buffer otherwise takes 16384 page faults to fill, measured at
-  // 47 ms against 20 ms with 2 MiB pages for the fill and 4.6 ms against
-  // 0.4 ms for the free (development VM), more than the copy itself.
+  // buffer of 4 KiB pages takes a fault per page to fill, more than the copy
+  // itself (docs/performance.md#tuning-constants-file-tier).
   static constexpr uint64_t kHugePageMinBytes = 4ull << 20;
   // Null when out of memory (or out of mappings: vm.max_map_count).
   // `huge_pages`: marked MADV_HUGEPAGE (objects: ObjectHugePages; I/O
@@ -100,14 +99,9 @@ class Blob {
   // Not where the kernel hands free 2 MiB blocks back to a hypervisor (a
   // virtio balloon with free page reporting, VIRTIO_BALLOON_F_REPORTING):
   // a block free for 2 s or more is reported and discarded, and touching it
-  // again costs the host's fault of all of it. Development VM (idle, load
-  // 0.38): 64 MiB in 2 MiB pages filled in 9.8-10.0 ms when freed up to 1 s
-  // before, 662-818 ms when freed 2-5 s before; in 4 KiB pages in 26-30 ms
-  // either way; a 2 GiB spill of 64 MiB objects at 0.79-0.84 against
-  // 1.79-2.03 GB/s (bench/results/dev-2026-12-05-page-reporting.md). Elsewhere (the H200
-  // machine: 128 MiB filled in 20-28 ms with 2 MiB pages, 59-74 ms with
-  // 4 KiB) they do. SPILLWAY_HUGE_PAGES=always|never overrides; decided once
-  // per process.
+  // again costs the host's fault of all of it, many times what 4 KiB pages
+  // cost (docs/performance.md#tuning-constants-file-tier). Elsewhere they do.
+  // SPILLWAY_HUGE_PAGES=always|never overrides; decided once per process.
   struct HugePagePolicy {
     bool enabled = true;
     std::string reason;
@@ -167,7 +161,8 @@ class Blob {
   // recorded by the gpu tier that allocated or adopted them; -1 for host
   // memory and for device memory no tier has recorded yet. The ordinal is
   // fixed within a process; cuda::GetDeviceIdentity maps it to the device's
-  // UUID, which GpuTier::CheckObjectDevice compares (issue 18).
+  // UUID, which GpuTier::CheckObjectDevice compares, so memory of one device
+  // is never taken for another's.
   int device() const { return device_; }
   void set_device(int device) { device_ = static_cast<int16_t>(device); }
 

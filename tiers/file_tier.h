@@ -1,9 +1,9 @@
 // FileTier: objects as checksummed records packed into segment files on one
 // or more directories (striped), written through FileIo (io_uring, O_DIRECT).
 //
-// Write path: a Store encodes its objects into 4 KiB-aligned slabs; slabs are
-// encoded and written by a worker pool so encoding one overlaps writing the
-// previous, with up to io.queue_depth requests of io.block_bytes in flight.
+// Write path (write_pipeline.h): a Store encodes its objects into 4 KiB-
+// aligned slabs; slabs are encoded and written by a worker pool so encoding
+// one overlaps writing the previous, with up to io.queue_depth requests of io.block_bytes in flight.
 // An object too large for a slab (codec none) is streamed instead: its record
 // is copied into a few reused piece buffers and each piece is written as soon
 // as it is full, several in flight, so a 64 MiB object neither waits for its
@@ -29,35 +29,30 @@
 // calls after it synced every tier, so no record is flagged erased or punched
 // on disk before the record that superseded it is durable.
 //
-// Thread-safety: every method may be called concurrently. Each stripe has one
-// mutex guarding its segment table and append offset; no I/O runs under it
-// except creating a new segment file.
+// The segment files, their space and frees, the manifest and recovery's
+// bookkeeping are the SegmentManager's (segment_manager.h), the write path
+// the WritePipeline's; this class keeps the Tier interface, the record
+// encoder and the read path, and composes the two.
+//
+// Thread-safety: every method may be called concurrently. The segment
+// manager and the write pipeline guard their own state; the readers share
+// only the read-buffer cache (which locks itself) and a counter.
 #pragma once
 
 #include <atomic>
 #include <functional>
-#include <mutex>
-#include <unordered_map>
+#include <memory>
 #include <vector>
 
-#include "base/fifo_gate.h"
-#include "codecs/codec.h"
+#include "base/tier_files.h"
 #include "tiers/host_tier.h"
 #include "tiers/io_buffer_cache.h"
-#include "tiers/segment.h"
+#include "tiers/record_encoder.h"
+#include "tiers/segment_manager.h"
 #include "tiers/tier.h"
-#include "base/thread_pool.h"
-#include "base/tier_files.h"
+#include "tiers/write_pipeline.h"
 
 namespace spillway {
-
-// One record found while scanning a persistent tier at open.
-struct RecoveredObject {
-  std::string key;
-  uint64_t sequence = 0;
-  bool engine_sequence = false;  // kFlagEngineSequence: `sequence` orders records across tiers
-  Location location;
-};
 
 // The aligned window [*start, *end) that a read of the record at
 // [offset, offset + length) uses (file_tier_read.cc): kIoAlign blocks, or
@@ -91,44 +86,44 @@ class FileTier : public Tier {
   bool Accepts(MemoryKind kind) const override { return kind != MemoryKind::kDevice; }
   uint64_t ReserveEstimate(const ObjectView& object) const override;
   // min_free: some path keeps its reserved free space after `bytes` more.
-  bool HasDeviceRoom(uint64_t bytes) const override;
-  bool direct_io() const { return direct_io_; }
+  bool HasDeviceRoom(uint64_t bytes) const override { return segments_->HasDeviceRoom(bytes); }
+  bool direct_io() const { return segments_->direct_io(); }
   // Number of segment files across all stripes.
-  size_t segment_count() const;
+  size_t segment_count() const { return segments_->segment_count(); }
   // Bytes allocated on disk across all segments (st_blocks).
-  uint64_t allocated_bytes() const;
+  uint64_t allocated_bytes() const { return segments_->allocated_bytes(); }
   // Next sequence number for records stored without one (ObjectView::sequence
   // 0); after Recover, one more than the highest recovered.
-  void set_next_sequence(uint64_t seq) { sequence_.store(seq); }
-  uint64_t next_sequence() const { return sequence_.load(); }
+  void set_next_sequence(uint64_t seq) { pipeline_->set_next_sequence(seq); }
+  uint64_t next_sequence() const { return pipeline_->next_sequence(); }
   // Frees the idle I/O buffers the tier keeps for reuse (slab, read and
   // streamed-piece buffers): under process memory pressure.
   void ReleaseCachedMemory() override;
-  void BeginClose() override { closing_.store(true, std::memory_order_relaxed); }
+  void BeginClose() override { segments_->BeginClose(); }
   // Idle buffers the tier keeps for reuse (tests, stats).
-  size_t idle_io_buffers() const { return slab_buffers_.idle() + read_buffers_.idle(); }
+  size_t idle_io_buffers() const { return pipeline_->idle_buffers() + read_buffers_.idle(); }
 
   // fdatasyncs every dirty segment and fsyncs the directories; commits no
   // frees. Sync() is this on a scratch tier; on a persistent one it is
   // PrepareFrees, SyncData, CommitFrees, SyncData (for a tier used alone: the
   // engine runs those steps across all its tiers itself, see Flush).
-  Status SyncData();
+  Status SyncData() { return segments_->SyncData(); }
 
   // ---- deferred frees (persistent tiers) ----
   // Takes every free and retirement queued so far for the next CommitFrees.
   // The caller then syncs every tier of the chain, so the records that
   // superseded them are durable, and calls CommitFrees.
-  void PrepareFrees();
+  void PrepareFrees() { segments_->PrepareFrees(); }
   // Writes the erase marks and reclaims the space (punch, emptied segments)
   // of what PrepareFrees took. A mark that cannot be written stays queued for
   // the next commit and its error is returned. `*wrote` is set when anything
   // reached the disk (the caller syncs again).
   Status CommitFrees(bool* wrote);
   // Bytes of records freed or retired and not yet committed.
-  uint64_t pending_free_bytes() const { return pending_free_bytes_.load(std::memory_order_relaxed); }
+  uint64_t pending_free_bytes() const { return segments_->pending_free_bytes(); }
   // Called (without locks held) when the pending frees pass an eighth of the
   // capacity, so the owner commits them before they hold much disk space.
-  void set_on_pending_frees(std::function<void()> f) { on_pending_frees_ = std::move(f); }
+  void set_on_pending_frees(std::function<void()> f) { segments_->set_on_pending_frees(std::move(f)); }
 
  protected:
   StatusOr<std::vector<Location>> StoreImpl(std::span<const ObjectView> objects) override;
@@ -140,63 +135,8 @@ class FileTier : public Tier {
   Status SyncImpl() override;
 
  private:
-  // Slab writes on one path's disk at once (Stripe::slab_writes).
-  static constexpr int kSlabWritesOnDisk = 2;
-  struct Stripe {
-    std::string dir;
-    std::mutex mu;  // guards segments, active, next_id and each Segment's end/sealed
-    std::unordered_map<uint32_t, SegmentPtr> segments;
-    SegmentPtr active;
-    uint32_t next_id = 1;
-    FileHandle lock;  // kLockName, held while the tier is open
-    // A record was published or a segment deleted since the last manifest.
-    std::atomic<bool> manifest_dirty{false};
-    // min_free (file_tier_space.cc): free space as last measured less the
-    // bytes reserved since, the reserve, and when it was measured.
-    std::atomic<int64_t> free_bytes{INT64_MAX};
-    std::atomic<uint64_t> reserve_bytes{0};
-    std::atomic<int64_t> checked_ns{0};
-    // Slab writes (WriteSlab) go to this path's disk kSlabWritesOnDisk at a
-    // time, in the order their encoding finished. Let all in at once, the
-    // demotion batches that a full tier starts together (four of 8 MiB for a
-    // 64 MiB host tier) shared the disk and finished together: the tier
-    // emptied by half at once, refilled with nothing in flight below it,
-    // and the disk idled until the high watermark started the next ones.
-    // In turn, one batch finishes every few milliseconds and the next
-    // starts as it does. A 4 KiB spill through a 64 MiB host tier on the
-    // development VM (a timeline of each batch's pick, encode, write and
-    // commit, two runs each, 2026-12-06): nothing in flight 12.5-12.8% of
-    // the spill and the disk writing 68-70% at 0.85-0.87 GB/s with no turn;
-    // 0.0-0.5% and 95-99% at 1.18-1.24 GB/s with one or two writes at a
-    // time. Two, not one: 1 MiB objects moved 1.60-1.62 GB/s with two and
-    // 1.32-1.37 with one (1.47-1.48 with no turn). Two 8 MiB slabs are 16
-    // requests of 1 MiB on the disk, where fio writes as fast as at 32 on
-    // that disk.
-    FifoGate slab_writes{kSlabWritesOnDisk};
-  };
   struct ReadWindow;
-  struct Slab;
-  class PieceBuffers;
 
-  // Reserves `len` bytes for `records` records in a stripe's active segment.
-  Status Reserve(uint32_t stripe, uint64_t len, int64_t records, SegmentPtr* seg, uint64_t* offset);
-  StatusOr<SegmentPtr> NewSegmentLocked(Stripe& s);
-  SegmentPtr FindSegment(uint32_t stripe, uint32_t id) const;
-  void MaybeDeleteSegment(uint32_t stripe, const SegmentPtr& seg);
-  // Encodes and writes one slab; fills its locations.
-  Status WriteSlab(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
-  // Writes a slab's single large object piece by piece (codec none).
-  Status WriteStreamed(Slab& slab, std::span<const ObjectView> objects, std::vector<Location>& out);
-  // Frees [offset, offset + len) of `seg` on the punch worker.
-  void QueuePunch(uint32_t stripe, SegmentPtr seg, uint64_t offset, uint64_t len);
-  // Waits for the punches queued so far.
-  void DrainPunches() const;
-  // A write of `records` records at [base, base+len) failed: punches the
-  // range, releases the records' reservation and returns `st` in context.
-  Status AbandonWrite(uint32_t stripe, const SegmentPtr& seg, uint64_t base, uint64_t len, int64_t records,
-                      const Status& st);
-  // A record at `offset` is on disk: fills its location, counts it live.
-  void Publish(uint32_t stripe, Segment& seg, uint64_t offset, uint64_t length, Location* loc);
   // file_tier_read.cc: a record's aligned read window (LocateRead: its
   // segment and bounds), then its memory and requests (PrepareRead, on a
   // located window: into `buffer`, the caller's, kIoAlign-aligned and at
@@ -210,42 +150,10 @@ class FileTier : public Tier {
   // copied out as it arrives. Sets `*fallback` (nothing served) when the
   // record must be read whole instead (compressed, or tables larger than a piece).
   StatusOr<BlobPtr> LoadStreamed(const Location& loc, std::string_view key, bool* fallback);
-  // file_tier_space.cc: the stripe a write of `len` bytes goes to (round
-  // robin, skipping paths at their reserved free space).
-  StatusOr<uint32_t> PickStripe(uint64_t len);
-  bool HasMinFree() const;
-  void RefreshSpace(Stripe& s) const;
-  bool StripeHasRoom(Stripe& s, uint64_t bytes) const;
-  std::string Where(const Location& loc) const;
-  Status CheckDirectory(const std::string& dir) const;
-  Status LockDirectory(Stripe& s);
-  Status WipeScratch(Stripe& s);
-  // REQUIRES: s.mu held, or no other thread using the stripe.
-  Status RecreateScratchDir(Stripe& s);
-  struct PendingFree {
-    enum Kind : uint8_t { kMark, kReclaim, kAbandon };  // ordered: kReclaim includes kMark
-    uint32_t stripe;
-    uint32_t segment;
-    uint64_t offset;
-    uint64_t length;
-    Kind kind;
-  };
-  void QueueFree(const PendingFree& p);
-  // Persistent tiers: flags the record erased on disk so recovery skips it
-  // (a header already flagged, or no longer this record's, is left alone).
-  Status MarkErased(Segment& seg, const PendingFree& p);
-  // Makes [offset, offset+len) unreadable: punched, or zeroed where the
-  // filesystem cannot punch.
-  Status EraseRange(const Segment& seg, uint64_t offset, uint64_t len);
-  // A record's space back: live counts, the punch, an emptied sealed segment.
-  void Reclaim(uint32_t stripe, const SegmentPtr& seg, uint64_t offset, uint64_t length);
+  std::string Where(const Location& loc) const { return segments_->Where(loc); }
 
   FileIo* io_;
   HostAllocator* host_alloc_;
-  // Slab encode buffers and read windows / streamed-read rings, shared by
-  // the tier's threads (io_buffer_cache.h); declared before the thread
-  // pools, which give buffers back until they stop.
-  IoBufferCache slab_buffers_{4, 64ull << 20};
   // Reads: a buffer for each of several readers at once (a Get of a 1 MiB
   // object reads through a 2 MiB one), 32 MiB at most. With two kept, the
   // bench's four readers mapped and faulted in fresh 2 MiB pages on half
@@ -253,23 +161,10 @@ class FileTier : public Tier {
   mutable IoBufferCache read_buffers_{8, 16ull << 20, 32ull << 20};  // PrepareRead is const
   // Streamed reads (LoadStreamed) running now: they share one ring budget.
   std::atomic<uint32_t> streamed_reads_{0};
-  std::unique_ptr<Codec> codec_;
-  std::vector<std::unique_ptr<Stripe>> stripes_;
-  std::atomic<uint32_t> next_stripe_{0};
-  std::atomic<uint64_t> sequence_{1};
-  std::unique_ptr<ThreadPool> pool_;        // slab writes (they may wait on piece_pool_)
-  std::unique_ptr<PieceBuffers> pieces_;    // streamed writes' buffers
-  std::unique_ptr<ThreadPool> piece_pool_;  // writes one streamed piece each; never waits on a task
-  std::unique_ptr<ThreadPool> punch_pool_;  // one thread: hole punching off the caller's path
-  std::atomic<bool> closing_{false};        // BeginClose: a scratch tier punches nothing more
-  std::atomic<size_t> queued_punches_{0};
-  bool direct_io_ = true;
-  std::once_flag buffered_warning_;
-  std::mutex frees_mu_;  // guards queued_frees_, ready_frees_
-  std::vector<PendingFree> queued_frees_;  // since the last PrepareFrees
-  std::vector<PendingFree> ready_frees_;   // taken by PrepareFrees (or failed) for CommitFrees
-  std::atomic<uint64_t> pending_free_bytes_{0};
-  std::function<void()> on_pending_frees_;  // set before use (engine Init)
+  const RecordEncoder encoder_;  // the codec and its settings (min_savings, chunk size)
+  // Declared in this order: the pipeline writes into the segments, and goes first.
+  std::unique_ptr<SegmentManager> segments_;
+  std::unique_ptr<WritePipeline> pipeline_;
 };
 
 }  // namespace spillway

@@ -8,9 +8,8 @@
 // (FileHandle::read_align: 512 bytes on a disk of 512-byte logical blocks)
 // where that reads at most three quarters as much:
 // a 4 KiB object, whose record is a little longer, reads 4.5 KiB rather than
-// two 4 KiB blocks. A 64 KiB object keeps its 4 KiB blocks: measured on both
-// machines, its 512-byte window saved little and read slower with four
-// readers (bench/results/dev-2026-12-03-read-align.md).
+// two 4 KiB blocks, while a 64 KiB object keeps its 4 KiB blocks
+// (docs/performance.md#tuning-constants-file-tier).
 //
 // A single large raw record (codec none) is read as several requests in
 // flight through a ring from the tier's read-buffer cache
@@ -25,6 +24,7 @@
 #include <system_error>
 #include <thread>
 
+#include "base/align.h"
 #include "tiers/file_tier.h"
 
 namespace spillway {
@@ -45,15 +45,8 @@ constexpr uint64_t kStreamedReadMin = 256ull << 10;
 // Streamed reads running at once share kCachedReadLimit of ring, each
 // taking the budget over the reads running when it starts (at least
 // kMinStreamedRing): one reader keeps 16 requests of 1 MiB in flight, four
-// about 4-8 each, where each used to keep 16. Four threads reading 64 MiB
-// objects on the development VM (three fresh processes each way,
-// alternated, 2026-12-05; bench/results/dev-2026-12-05-64m-readers.md): the
-// first 512 MiB at 1.37-1.73 GB/s against 0.63-0.84, the next 1 GiB at
-// 2.35-2.50 against 1.46-2.19. Each ring is 2 MiB pages, and there a cold
-// one costs the host's fault of all of it (the VM hands free memory back to
-// its host: 800 MiB touched in 2 MiB pages took 11.1 s, in 4 KiB pages
-// 0.3 s); fio's own 1 MiB reads ran slower at depth 16 than at 4 (1.5-1.6
-// against 1.7-2.1 GB/s).
+// about 4-8 each, so several readers touch less cold ring memory and the
+// disk is not driven deeper than it serves best (docs/performance.md#tuning-constants-file-tier).
 constexpr uint64_t kMinStreamedRing = 4ull << 20;
 // A streamed read's requests: a quarter of the window (so a 1 MiB record
 // has four in flight and only the last quarter's checksum and copy follow
@@ -64,23 +57,15 @@ constexpr uint64_t kVerifyBlock = 128ull << 10;
 // A batch (LoadBatchImpl) reads a raw record of at least this many
 // io.block_bytes pieces streamed, on its own: such a record keeps the queue
 // busy alone, and its window, a fresh allocation of the record's length,
-// took a page fault per 4 KiB page as the read filled it. `spillway demo`
-// with 8 MiB objects read back through Prefetch on the development machine
-// (2026-12-03): the kernel's page zeroing (clear_page_erms) went from 39% to
-// 17% of the process's samples; the read-back, three interleaved runs each,
-// from 824 / 687 / 700 to 801 / 747 / 778 MiB/s (within the disk's drift).
+// took a page fault per 4 KiB page as the read filled it
+// (docs/performance.md#tuning-constants-file-tier).
 constexpr uint64_t kBatchStreamedPieces = 4;
 // Records of a batch read streamed, this many at once (the calling thread
 // and helpers): one record alone has at most its own pieces in flight, and
 // none while the one after it starts, so a Prefetch of 8 MiB objects kept
-// the disk 9 MiB deep at best where fio's sequential read keeps 32. Two at
-// once: `spillway demo` (gpu -> host -> file, 8 MiB objects) read back 5%
-// and 12% faster than one at a time on an H100, interleaved
-// (bench/results/h100-2026-12-06-0735-demo.md).
+// the disk 9 MiB deep at best where fio's sequential read keeps 32
+// (docs/performance.md#tuning-constants-file-tier).
 constexpr size_t kBatchStreamedAtOnce = 2;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 // A streamed read's full-size request for a tier of this io.block_bytes.
 uint64_t StreamedPieceMax(uint64_t block_bytes) {
@@ -111,7 +96,7 @@ struct FileTier::ReadWindow {
 };
 
 Status FileTier::LocateRead(const Location& loc, ReadWindow* w) const {
-  w->seg = FindSegment(loc.stripe, loc.segment);
+  w->seg = segments_->Find(loc.stripe, loc.segment);
   if (!w->seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   ReadWindowBounds(loc.offset, loc.length, w->seg->file.read_align, &w->start, &w->end);
   return Status::OK();
@@ -169,7 +154,7 @@ StatusOr<BlobPtr> FileTier::FinishRead(const Location& loc, std::string_view key
 
 StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view key, bool* fallback) {
   *fallback = false;
-  SegmentPtr seg = FindSegment(loc.stripe, loc.segment);
+  SegmentPtr seg = segments_->Find(loc.stripe, loc.segment);
   if (!seg) return Status::Corruption(Where(loc) + ": segment file is missing");
   const uint64_t start = AlignDown(loc.offset, kIoAlign);
   const uint64_t window = AlignUp(loc.offset + loc.length, kIoAlign) - start;
@@ -291,7 +276,7 @@ StatusOr<BlobPtr> FileTier::LoadStreamed(const Location& loc, std::string_view k
 }
 
 StatusOr<BlobPtr> FileTier::LoadImpl(const Location& loc, std::string_view key) {
-  if (codec_->kind() == CodecKind::kNone && loc.length >= kStreamedReadMin) {
+  if (encoder_.kind() == CodecKind::kNone && loc.length >= kStreamedReadMin) {
     bool fallback = false;
     auto blob = LoadStreamed(loc, key, &fallback);
     if (!fallback) return blob;
@@ -312,7 +297,7 @@ std::vector<StatusOr<BlobPtr>> FileTier::LoadBatchImpl(std::span<const Location>
   // A raw record this long keeps kBatchStreamedPieces full-size requests in
   // flight by itself: it is read streamed, alone (LoadImpl -> LoadStreamed),
   // through the cached ring instead of a fresh window of its own length.
-  const bool raw = codec_->kind() == CodecKind::kNone;
+  const bool raw = encoder_.kind() == CodecKind::kNone;
   const uint64_t streamed_min =
       std::max(kBatchStreamedPieces * StreamedPieceMax(config().io.block_bytes), kStreamedReadMin);
   auto streamed = [&](const Location& loc) { return raw && loc.length >= streamed_min; };

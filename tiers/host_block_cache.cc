@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdlib>
 
+#include "base/align.h"
 #include "tiers/blob.h"
 
 namespace spillway {
@@ -19,7 +20,7 @@ uint64_t HostBlockCache::ClassBytes(uint64_t bytes) {
   constexpr uint64_t kPage = 4096;
   const uint64_t top = std::bit_floor(bytes);
   const uint64_t step = std::max(kPage, top / 8);
-  return (bytes + step - 1) / step * step;
+  return AlignUp(bytes, step);
 }
 
 std::byte* HostBlockCache::AllocateBlock(uint64_t class_bytes) {

@@ -2,10 +2,8 @@
 // (no GPU, or a build without CUDA). A freed block of kMinBytes or more is
 // kept for the next allocation of its size class instead of going back to
 // the C library, which returns large blocks to the kernel: the next block of
-// that size then takes a page fault per 4 KiB page, each zeroing its page. On
-// the development VM those faults took 1.3-4.5 s of system time per 2 GiB of
-// 1 MiB objects spilled, and the spill ran at 0.47-1.04 GB/s; with this cache
-// 0.3 s and 1.20-1.31 GB/s (three runs each, interleaved, 2026-12-02).
+// that size then takes a page fault per 4 KiB page, each zeroing its page,
+// seconds of system time per spill of a few GiB (docs/performance.md#tuning-constants-file-tier).
 //
 // The cache never makes the host tiers' footprint larger than their
 // capacity: a freed block is kept only while the blocks kept plus the bytes

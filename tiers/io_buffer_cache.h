@@ -5,9 +5,8 @@
 //
 // A fresh 9 MiB slab buffer costs its page faults every time (about 2300),
 // so buffers are reused; but a buffer kept by every thread that ever wrote
-// or read stays resident for the process's life: 12 writer threads and each
-// reading thread's 16 MiB ring came to 66 MiB left resident with no object
-// stored (measured, session 6), memory a Dask worker's limit counts. The
+// or read stays resident for the process's life, memory a Dask worker's
+// limit counts (docs/performance.md#tuning-constants-file-tier). The
 // cache keeps at most `keep` idle buffers of at most `keep_bytes` together;
 // Release() frees those too (under process memory pressure).
 //
@@ -21,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/align.h"
 #include "spillway/file_io.h"
 #include "tiers/blob.h"
 
@@ -32,18 +32,14 @@ namespace spillway {
 //
 // From kHugeIoBytes on, a mapping of its own, 2 MiB aligned and marked for
 // transparent huge pages (Blob::AllocateLargeHost): a direct request into
-// or out of 2 MiB pages ran faster than the same request over 4 KiB pages
-// (the cost is per page the request spans; why was not measured further:
-// bench/results/dev-2026-12-05-huge-pages.md). Measured on the development VM (virtio disk, THP "madvise",
-// 2026-12-05): pread O_DIRECT of 1 MiB at random offsets 515-523 us into
-// 4 KiB pages against 356-361 us into a 2 MiB page, 256 KiB 157 against
-// 119-121 us; pwrite O_DIRECT of 1 MiB at depth one 2.20-3.07 against
-// 3.57-3.68 GB/s. Smaller buffers come from the C library (a 2 MiB page for
+// or out of 2 MiB pages runs faster than the same request over 4 KiB pages,
+// the cost being per page the request spans (docs/performance.md#tuning-constants-file-tier).
+// Smaller buffers come from the C library (a 2 MiB page for
 // a 4 KiB request would be mostly waste); the caches below round what they
 // keep up to whole 2 MiB pages.
 inline constexpr uint64_t kHugeIoBytes = 2ull << 20;
 inline uint64_t IoBufferBytes(uint64_t bytes) {
-  return (std::max<uint64_t>(bytes, 1) + kIoAlign - 1) / kIoAlign * kIoAlign;
+  return AlignUp(std::max<uint64_t>(bytes, 1), kIoAlign);
 }
 inline std::byte* AllocIoBuffer(uint64_t bytes) {
   const uint64_t n = IoBufferBytes(bytes);
@@ -129,8 +125,7 @@ class IoBufferCache {
   // enough, or a new one rounded up to whole 2 MiB pages, kHugeIoBytes); get()
   // is null when memory runs out. The smallest, so that a small request does
   // not take the large buffer a later large request needs: a new buffer's
-  // first use pays its page faults, 50 ms for 16 MiB of 2 MiB pages on the
-  // development VM (2026-12-06), where a read of it takes 3-7 ms.
+  // first use pays its page faults, many times the read it serves.
   Lease Take(uint64_t bytes) {
     bytes = std::max<uint64_t>(bytes, 1);
     Lease l;
@@ -149,7 +144,7 @@ class IoBufferCache {
         return l;
       }
     }
-    l.size_ = bytes <= max_bytes_ ? std::min(RoundUp(bytes, kHugeIoBytes), max_bytes_) : bytes;
+    l.size_ = bytes <= max_bytes_ ? std::min(AlignUp(bytes, kHugeIoBytes), max_bytes_) : bytes;
     l.data_ = AllocIoBuffer(l.size_);
     return l;
   }
@@ -175,7 +170,6 @@ class IoBufferCache {
     std::byte* data;
     uint64_t size;
   };
-  static uint64_t RoundUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
   void Give(std::byte* data, uint64_t size) {
     if (size <= max_bytes_) {

@@ -9,14 +9,13 @@
 #include <cstring>
 #include <iterator>
 
+#include "base/align.h"
 #include "base/cuda_runtime.h"
 
 namespace spillway {
 namespace {
 
 constexpr uint64_t kHugePage = 2ull << 20;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 

@@ -31,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/align.h"
 #include "spillway/status.h"
 #include "tiers/host_tier.h"
 
@@ -75,7 +76,7 @@ class PinnedHostAllocator : public HostAllocator {
   static constexpr uint64_t kGranule = 256;
   // Bytes an allocation of `bytes` occupies in a slab.
   static constexpr uint64_t RoundUp(uint64_t bytes) {
-    return bytes == 0 ? kGranule : (bytes + kGranule - 1) & ~(kGranule - 1);
+    return bytes == 0 ? kGranule : AlignUp(bytes, kGranule);
   }
 
   // Starts the grower; returns at once.

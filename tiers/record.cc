@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 
+#include "base/align.h"
 #include "base/thread_pool.h"
 
 namespace spillway {
@@ -45,8 +46,6 @@ T GetLE(const std::byte* p) {
 // blocks that stay in L2 between the copy and the hash.
 inline constexpr uint64_t kHashWhileCopyingBytes = 1u << 20;
 inline constexpr size_t kCopyBlockBytes = 128u << 10;
-
-uint64_t RoundUp(uint64_t n) { return (n + kRecordAlign - 1) / kRecordAlign * kRecordAlign; }
 
 uint64_t DivCeil(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
@@ -300,7 +299,7 @@ uint64_t RecordChunkBytes(const CodecConfig& config) {
   return std::clamp(config.chunk_bytes, kMinChunkBytes, kMaxChunkBytes);
 }
 
-size_t RecordSize(const RecordHeader& h) { return RoundUp(kRecordHeaderSize + BodySize(h)); }
+size_t RecordSize(const RecordHeader& h) { return AlignUp(kRecordHeaderSize + BodySize(h), kRecordAlign); }
 size_t RecordBodySize(const RecordHeader& h) { return BodySize(h); }
 
 uint64_t RecordSeed(uint32_t segment_id, uint64_t offset) {
@@ -316,14 +315,14 @@ void ResealRecordHeader(std::byte* header, uint64_t seed) {
 size_t MaxRecordSize(size_t key_len, size_t num_buffers, uint64_t raw_size, const Codec& codec,
                      const CodecConfig& config) {
   uint64_t fixed = kRecordHeaderSize + key_len + 8ull * num_buffers;
-  if (codec.kind() == CodecKind::kNone) return RoundUp(fixed + raw_size);
+  if (codec.kind() == CodecKind::kNone) return AlignUp(fixed + raw_size, kRecordAlign);
   const uint64_t chunk = RecordChunkBytes(config);
   if (raw_size > chunk) {
     uint64_t n = DivCeil(raw_size, chunk);
     uint64_t slot = std::max<uint64_t>(codec.MaxEncodedSize(chunk), chunk);
-    return RoundUp(fixed + 4 * n + n * slot);
+    return AlignUp(fixed + 4 * n + n * slot, kRecordAlign);
   }
-  return RoundUp(fixed + std::max<uint64_t>(codec.MaxEncodedSize(raw_size), raw_size));
+  return AlignUp(fixed + std::max<uint64_t>(codec.MaxEncodedSize(raw_size), raw_size), kRecordAlign);
 }
 
 StatusOr<size_t> EncodeRecord(const ObjectView& object, uint64_t sequence, const Codec& codec,
@@ -445,7 +444,7 @@ Status RawRecordStream::Start(const ObjectView& object, uint64_t sequence) {
     PutLE<uint64_t>(p, b.size());
     p += 8;
   }
-  size_ = RoundUp(prefix_.size() + raw_);
+  size_ = AlignUp(prefix_.size() + raw_, kRecordAlign);
   sum_ = std::make_unique<Checksum64Stream>();
   pos_ = 0, buf_ = 0, buf_off_ = 0;
   return Status::OK();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/align.h"
 #include "codecs/codec.h"
 #include "tiers/io_buffer_cache.h"
 
@@ -15,9 +16,6 @@ namespace {
 
 constexpr uint64_t kWindow = 4ull << 20;
 constexpr uint64_t kProgressEvery = 16ull << 20;
-
-uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-uint64_t AlignDown(uint64_t v, uint64_t a) { return v / a * a; }
 
 // An aligned read window over the file (works with O_DIRECT handles). Any
 // range of at most kWindow bytes can be viewed; memory is fixed.

@@ -5,11 +5,8 @@
 // Why: a spill of small objects allocates each one on the caller's thread
 // (Put) and frees it on a mover thread once it is on disk. glibc gives back a
 // chunk to the arena it came from, under that arena's lock, so the two
-// threads took turns on one lock per object. Spilling 1 GiB of 4 KiB objects
-// on the development VM (2026-12-04): 2,284 of 8,175 context switches were a
-// mover thread asleep on that lock in Blob::FreeHost and 370 more the caller
-// in AllocateHost; the spill used 0.94 of the 2 cores while the disk was busy
-// 77% of the time (bench/results/dev-2026-12-04-small-blocks.md).
+// threads took turns on one lock per object, and a spill of small objects
+// left the disk idle a quarter of the time (docs/performance.md#tuning-constants-file-tier).
 //
 // How: per size class, every thread keeps a magazine of free blocks (no
 // lock); a full magazine hands half its blocks to a process-wide depot and an

@@ -137,7 +137,7 @@ class Tier : public BlobAccount {
   // The engine is closing: it frees every object it holds here next, and
   // nothing is stored or read after. A scratch file tier then skips freeing
   // each record's blocks and removes its segment files whole when it is
-  // destroyed (file_tier.cc).
+  // destroyed (SegmentManager, segment_manager.cc).
   virtual void BeginClose() {}
 
   const TierCounters& counters() const { return counters_; }

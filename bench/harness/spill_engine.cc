@@ -525,7 +525,7 @@ double FileTierStoreAlone(const std::string& dir, const DataPool& pool, uint64_t
 
 // What the same building blocks reach when slabs are pipelined: writer
 // threads each encode a 4 MiB slab of records (EncodeRecord, codec none, as
-// FileTier::WriteSlab does) and submit it, so that while one slab is being
+// WritePipeline::WriteSlab does) and submit it, so that while one slab is being
 // encoded the others are on the disk and up to 32 1 MiB requests stay in
 // flight (never more: 4 per writer); space is preallocated in 64 MiB steps
 // as the tier does. A diagnostic of the tier's write path, not a spillway

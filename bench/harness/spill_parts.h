@@ -47,7 +47,7 @@ double FileTierStoreAlone(const std::string& dir, const DataPool& pool, uint64_t
 
 // What the same building blocks reach when slabs are pipelined: writer
 // threads each encode a 4 MiB slab of records (EncodeRecord, codec none, as
-// FileTier::WriteSlab does) and submit it, so that while one slab is being
+// WritePipeline::WriteSlab does) and submit it, so that while one slab is being
 // encoded the others are on the disk and up to 32 1 MiB requests stay in
 // flight (never more: 4 per writer); space is preallocated in 64 MiB steps
 // as the tier does. A diagnostic of the tier's write path, not a spillway
@@ -68,9 +68,9 @@ double DiskWriteFromHugePages(const std::string& file, uint64_t total, uint32_t 
 
 // The disk's answer to the spill's own write pattern: the same FileIo and
 // preallocated file as DiskWriteFromHugePages, written in 8 MiB slabs of
-// 1 MiB requests, two slabs at once (FileTier::kSlabWritesOnDisk), each
+// 1 MiB requests, two slabs at once (WritePipeline::kSlabWritesOnDisk), each
 // slab one SubmitAndWait whose requests are all done before its writer
-// takes the next: as FileTier::WriteSlab does, where fio and the QD16
+// takes the next: as WritePipeline::WriteSlab does, where fio and the QD16
 // reference refill each request as it completes.
 double DiskWriteSlabPattern(const std::string& file, uint64_t total, std::string* error);
 

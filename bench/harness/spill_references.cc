@@ -137,9 +137,9 @@ double DiskWriteFromHugePages(const std::string& file, uint64_t total, uint32_t 
 
 // The disk's answer to the spill's own write pattern: the same FileIo and
 // preallocated file as DiskWriteFromHugePages, written in 8 MiB slabs of
-// 1 MiB requests, two slabs at once (FileTier::kSlabWritesOnDisk), each
+// 1 MiB requests, two slabs at once (WritePipeline::kSlabWritesOnDisk), each
 // slab one SubmitAndWait whose requests are all done before its writer
-// takes the next: as FileTier::WriteSlab does, where fio and the QD16
+// takes the next: as WritePipeline::WriteSlab does, where fio and the QD16
 // reference refill each request as it completes.
 double DiskWriteSlabPattern(const std::string& file, uint64_t total, std::string* error) {
   constexpr uint64_t kSlab = 8 * kMiB;

@@ -260,7 +260,7 @@ class ConcurrentWritesIo final : public FileIoWrapper {
 TEST_CASE("slab writes go to a path's disk two at a time, whatever the number of storing threads") {
   // Demotion batches that a full tier starts together used to share the
   // disk and finish together, so the tier above emptied by half at once
-  // and refilled with nothing in flight (FileTier::Stripe::slab_writes).
+  // and refilled with nothing in flight (WritePipeline::slab_writes_).
   TempDir dir("ftier");
   auto base = Io();
   ConcurrentWritesIo io(base.get());

@@ -1,4 +1,4 @@
-// FileTier's reserved free space (min_free): which path a write goes to, and
+// SegmentManager's reserved free space (min_free): which path a write goes to, and
 // whether the tier can take more bytes without eating into any path's
 // reserve. Free space is measured through FileIo::SpaceOf (statvfs) at most
 // every 100 ms per path and counted down by the bytes reserved in between.
@@ -6,7 +6,7 @@
 #include <climits>
 
 #include "base/checked_math.h"
-#include "tiers/file_tier.h"
+#include "tiers/segment_manager.h"
 
 namespace spillway {
 namespace {
@@ -18,9 +18,9 @@ int64_t NowNs() {
 }
 }  // namespace
 
-bool FileTier::HasMinFree() const { return config().min_free_bytes != 0 || config().min_free_fraction > 0; }
+bool SegmentManager::HasMinFree() const { return config_.min_free_bytes != 0 || config_.min_free_fraction > 0; }
 
-void FileTier::RefreshSpace(Stripe& s) const {
+void SegmentManager::RefreshSpace(Stripe& s) const {
   const int64_t now = NowNs();
   int64_t last = s.checked_ns.load(std::memory_order_relaxed);
   if (last != 0 && now - last < kRefreshNs) return;
@@ -31,12 +31,12 @@ void FileTier::RefreshSpace(Stripe& s) const {
     s.free_bytes.store(INT64_MAX);
     return;
   }
-  const uint64_t fraction = static_cast<uint64_t>(config().min_free_fraction * static_cast<double>(space->total_bytes));
-  s.reserve_bytes.store(std::max<uint64_t>(config().min_free_bytes, fraction));
+  const uint64_t fraction = static_cast<uint64_t>(config_.min_free_fraction * static_cast<double>(space->total_bytes));
+  s.reserve_bytes.store(std::max<uint64_t>(config_.min_free_bytes, fraction));
   s.free_bytes.store(static_cast<int64_t>(std::min<uint64_t>(space->free_bytes, INT64_MAX)));
 }
 
-bool FileTier::StripeHasRoom(Stripe& s, uint64_t bytes) const {
+bool SegmentManager::StripeHasRoom(Stripe& s, uint64_t bytes) const {
   RefreshSpace(s);
   const int64_t free = s.free_bytes.load(std::memory_order_relaxed);
   // A reserve near 2^64 (min_free is the user's) must not wrap to a small need.
@@ -45,7 +45,7 @@ bool FileTier::StripeHasRoom(Stripe& s, uint64_t bytes) const {
   return free >= 0 && static_cast<uint64_t>(free) >= need;
 }
 
-bool FileTier::HasDeviceRoom(uint64_t bytes) const {
+bool SegmentManager::HasDeviceRoom(uint64_t bytes) const {
   if (!HasMinFree()) return true;
   for (const auto& s : stripes_) {
     if (StripeHasRoom(*s, bytes)) return true;
@@ -53,7 +53,7 @@ bool FileTier::HasDeviceRoom(uint64_t bytes) const {
   return false;
 }
 
-StatusOr<uint32_t> FileTier::PickStripe(uint64_t len) {
+StatusOr<uint32_t> SegmentManager::PickStripe(uint64_t len) {
   const uint32_t n = static_cast<uint32_t>(stripes_.size());
   const uint32_t first = next_stripe_.fetch_add(1, std::memory_order_relaxed) % n;
   if (!HasMinFree()) return first;

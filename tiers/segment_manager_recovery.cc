@@ -1,4 +1,4 @@
-// FileTier::Recover: rebuilds a persistent tier's contents at Open by scanning
+// SegmentManager::Recover: rebuilds a persistent tier's contents at Open by scanning
 // every segment's records (ScanSegment, tiers/segment_scan.h). Each record is
 // self-describing and valid only at the position it was written for
 // (docs/format.md), so no separate index is needed; torn or corrupt records
@@ -8,12 +8,13 @@
 // reported too.
 //
 // Nothing is deleted until every segment was read: a read error stops Open
-// with nothing changed (issue 16: a partial scan once let a later free delete
-// the records it had not read).
+// with nothing changed, so a later free cannot delete the records a partial
+// scan did not read.
 #include <algorithm>
 #include <cstdio>
 
-#include "tiers/file_tier.h"
+#include "base/align.h"
+#include "tiers/segment_manager.h"
 #include "tiers/segment_manifest.h"
 #include "tiers/segment_scan.h"
 
@@ -26,13 +27,12 @@ constexpr uint64_t kMaxReportLines = 1000;
 
 }  // namespace
 
-Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, uint64_t* skipped,
-                         std::string* report, uint64_t* missing) {
+Status SegmentManager::Recover(const std::function<void(RecoveredObject&&)>& found, uint64_t* skipped,
+                               std::string* report, uint64_t* missing) {
   uint64_t missing_here = 0;
   if (missing == nullptr) missing = &missing_here;
   *skipped = 0;
   *missing = 0;
-  uint64_t max_seq = 0;
   uint64_t lines = 0;
   auto line = [&](const std::string& text) {
     if (lines++ < kMaxReportLines) *report += text + "\n";
@@ -76,7 +76,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       }
       OpenOptions opts;
       opts.write = true;
-      opts.try_direct = config().io.direct;
+      opts.try_direct = config_.io.direct;
       // The segment's last writer may have been killed with writes to it
       // still in flight: they land after it is gone, and would make a record
       // this scan found torn whole again later (a version that comes back
@@ -91,7 +91,7 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
       seg->io = io_;
       auto size = io_->FileSize(seg->file);
       if (!size.ok()) return size.status();
-      seg->end = (*size + kIoAlign - 1) / kIoAlign * kIoAlign;
+      seg->end = AlignUp(*size, kIoAlign);
       seg->allocated = seg->end;
       seg->sealed = true;
       const auto listed = expected.find(id);
@@ -120,12 +120,8 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
         obj.location.length = it.length;
         obj.location.stored_bytes = it.length;
         obj.location.raw_bytes = it.header.raw_size;
-        max_seq = std::max(max_seq, obj.sequence);
         seg->live_records.fetch_add(1);
         seg->live_bytes.fetch_add(it.length);
-        ForceReserve(it.length);
-        counters_.objects.fetch_add(1);
-        counters_.raw_bytes.fetch_add(it.header.raw_size);
         found(std::move(obj));
       });
       if (!scanned.ok()) {
@@ -178,7 +174,6 @@ Status FileTier::Recover(const std::function<void(RecoveredObject&&)>& found, ui
     if (!written) continue;
     for (const SegmentPtr& seg : empty_segments[si]) (void)io_->Remove(seg->file.path);
   }
-  sequence_.store(max_seq + 1);
   return Status::OK();
 }
 
