@@ -58,17 +58,6 @@ void DemotionBatchDeleter::operator()(DemotionBatch* batch) const {
 
 Demoter::Demoter(EngineCore* core, const Placement* placement) : core_(core), placement_(placement) {}
 
-void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
-                         uint64_t micros, bool ok, std::string_view error) {
-  if (!event_log_) return;
-  event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
-                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok, error});
-}
-
-uint64_t EngineCore::Demote(int t, uint64_t bytes) {
-  return demoter_->Demote(t, bytes, [this](int d, uint64_t n) { return mover_->MakeRoom(d, n); });
-}
-
 Demoter::~Demoter() = default;
 
 uint64_t Demoter::PickedBytes(const DemotionBatch& batch) { return batch.picked_bytes; }

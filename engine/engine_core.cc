@@ -303,6 +303,17 @@ void EngineCore::Unref(Entry* e) {
   Entry::Destroy(e);
 }
 
+void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
+                         uint64_t micros, bool ok, std::string_view error) {
+  if (!event_log_) return;
+  event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
+                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok, error});
+}
+
+uint64_t EngineCore::Demote(int t, uint64_t bytes) {
+  return demoter_->Demote(t, bytes, [this](int d, uint64_t n) { return mover_->MakeRoom(d, n); });
+}
+
 EngineCore::DemoteScope::DemoteScope(EngineCore& core) : core_(core) {
   std::lock_guard<std::mutex> l(core_.demote_mu_);
   ticket_ = core_.demote_tickets_++;
