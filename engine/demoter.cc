@@ -4,9 +4,8 @@
 #include <chrono>
 #include <unordered_set>
 
-#include "engine/engine_core.h"
 #include "engine/external_slot.h"
-#include "engine/mover.h"
+#include "spillway/file_io.h"
 
 namespace spillway::internal {
 namespace {
@@ -33,7 +32,7 @@ struct DemotionBatch {
     bool materialized = false;
     std::shared_ptr<void> owner;
   };
-  EngineCore* core = nullptr;
+  MoveHost* host = nullptr;
   std::vector<Entry*> victims;  // picked (a reference each), moving or not
   std::vector<Move> moves;      // the victims marked moving
   uint64_t picked_bytes = 0;
@@ -44,36 +43,35 @@ void DemotionBatchDeleter::operator()(DemotionBatch* batch) const {
   if (batch == nullptr) return;
   for (DemotionBatch::Move& m : batch->moves) {
     if (batch->victims.empty()) break;  // ran: committed or aborted already
-    auto& shard = batch->core->index_.ShardFor(m.e->key());
+    auto& shard = batch->host->index().ShardFor(m.e->key());
     std::lock_guard<std::mutex> l(shard.mu);
     m.e->moving = false;
   }
   batch->moves.clear();  // source blobs go before the entries' references
   for (Entry* e : batch->victims) {
     EvictionPolicy::Unpick(e);
-    batch->core->Unref(e);
+    batch->host->Unref(e);
   }
   delete batch;
 }
 
-Demoter::Demoter(EngineCore* core, const Placement* placement) : core_(core), placement_(placement) {}
+Demoter::Demoter(MoveHost* host, const Placement* placement) : host_(host), placement_(placement) {}
 
 Demoter::~Demoter() = default;
 
 uint64_t Demoter::PickedBytes(const DemotionBatch& batch) { return batch.picked_bytes; }
 
 DemotionBatchPtr Demoter::Pick(int t, uint64_t bytes) {
-  if (static_cast<size_t>(t) + 1 >= core_->tiers_.size() || bytes == 0) return nullptr;
+  if (static_cast<size_t>(t) + 1 >= host_->num_tiers() || bytes == 0) return nullptr;
   DemotionBatchPtr batch(new DemotionBatch);
-  batch->core = core_;
+  batch->host = host_;
   batch->start = std::chrono::steady_clock::now();
-  core_->policy_->PickVictims(t, bytes, kMaxBatchObjects, &batch->victims,
-                              /*any_clean=*/core_->clean_copies_.load(std::memory_order_relaxed) != 0);
+  host_->policy().PickVictims(t, bytes, kMaxBatchObjects, &batch->victims, /*any_clean=*/host_->HasCleanCopies());
   // One allocation: grown by doubling, a batch of 2,048 small objects
   // copied its moves eleven times and touched twice the memory.
   batch->moves.reserve(batch->victims.size());
   for (Entry* e : batch->victims) {
-    auto& shard = core_->index_.ShardFor(e->key());
+    auto& shard = host_->index().ShardFor(e->key());
     std::lock_guard<std::mutex> l(shard.mu);
     if (e->erased || e->moving || e->tier != t || e->pins() != 0) continue;
     ExternalSlot* external = e->loc.has_blob() ? ExternalSlotOf(e->loc.blob().get()) : nullptr;
@@ -103,7 +101,7 @@ DemotionBatchPtr Demoter::SplitExternal(DemotionBatch& batch) {
   }
   if (external.empty()) return nullptr;
   DemotionBatchPtr ext(new DemotionBatch);
-  ext->core = core_;
+  ext->host = host_;
   ext->start = batch.start;
   std::vector<DemotionBatch::Move> rest;
   for (DemotionBatch::Move& m : batch.moves) {
@@ -131,9 +129,9 @@ uint64_t Demoter::Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& mak
 
 Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeRoomFn& make_room) {
   using Move = DemotionBatch::Move;
-  const EngineCore::DemoteScope in_flight(*core_);  // Flush waits for it (durability, engine_core.h)
-  auto& tiers = core_->tiers_;
-  Tier& source = *tiers[t];
+  const DemoteScope in_flight(*host_);  // Flush waits for it (durability, move_host.h)
+  MoveHost& host = *host_;
+  Tier& source = host.tier(t);
   Result result;
   std::vector<Move>& moves = batch.moves;
 
@@ -143,8 +141,8 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     for (Move& m : moves) {
       auto blob = source.Load(m.src, m.e->key());
       if (!blob.ok()) {
-        core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
-        core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, blob.status().ToString());
+        host.boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+        host.LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, blob.status().ToString());
         continue;
       }
       m.blob = std::move(*blob);
@@ -168,10 +166,9 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     auto bytes = m.external->object->Materialize();
     if (!bytes.ok()) {
       m.external->failed.store(true, std::memory_order_relaxed);
-      core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
-      core_->LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, bytes.status().ToString());
-      Logger* log = core_->options_.logger != nullptr ? core_->options_.logger : StderrLogger();
-      log->Log(LogLevel::kWarning, "an external object of " + std::to_string(m.e->raw_size) +
+      host.boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+      host.LogMove(m.e->key(), m.e->raw_size, 0, t, t + 1, 0, false, bytes.status().ToString());
+      host.logger()->Log(LogLevel::kWarning, "an external object of " + std::to_string(m.e->raw_size) +
                                        " bytes cannot become bytes; it stays in tier '" + source.name() +
                                        "': " + bytes.status().ToString());
       continue;
@@ -220,14 +217,14 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     if (source.kind() == TierKind::kGpu && !placed.empty()) {
       std::vector<Location> srcs;
       for (Move* m : placed) srcs.push_back(m->src);
-      auto blobs = core_->LoadBatchToHost(t, srcs);
+      auto blobs = host.LoadBatchToHost(t, srcs);
       if (blobs.ok()) {
         for (size_t i = 0; i < placed.size(); ++i) {
           placed[i]->blob = std::move((*blobs)[i]);
           placed[i]->blob->Spans(&placed[i]->spans);
         }
       } else {
-        core_->boundary(t, t + 1).failures.fetch_add(placed.size(), std::memory_order_relaxed);
+        host.boundary(t, t + 1).failures.fetch_add(placed.size(), std::memory_order_relaxed);
       }
     } else {
       for (Move* m : placed) {
@@ -237,7 +234,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
         }
         auto blob = source.Load(m->src, m->e->key());
         if (!blob.ok()) {
-          core_->boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
+          host.boundary(t, t + 1).failures.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         m->blob = std::move(*blob);
@@ -246,7 +243,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     }
     for (Move* m : placed) {
       if (!m->blob) {  // unreadable: give the reservation back
-        tiers[m->dest]->Unreserve(m->estimate);
+        host.tier(m->dest).Unreserve(m->estimate);
         m->dest = -1;
       }
     }
@@ -254,7 +251,8 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
 
   // Store each destination's objects as one batch. A destination that runs
   // out of space (ENOSPC) passes its batch on to the tiers below it.
-  for (size_t d = t + 1; d < tiers.size(); ++d) {
+  for (size_t d = t + 1; d < host.num_tiers(); ++d) {
+    Tier& dest = host.tier(d);
     std::vector<ObjectView> views;
     std::vector<uint64_t> estimates;
     std::vector<Move*> group;
@@ -265,26 +263,26 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       group.push_back(&m);
     }
     if (group.empty()) continue;
-    if (source.kind() == TierKind::kGpu && core_->CanAdoptHost(static_cast<int>(d))) {
+    if (source.kind() == TierKind::kGpu && host.CanAdoptHost(static_cast<int>(d))) {
       // The batch already sits in fresh host memory: the host tier adopts it.
       for (Move* m : group) {
-        auto loc = tiers[d]->Adopt(m->blob, m->estimate);
+        auto loc = dest.Adopt(m->blob, m->estimate);
         if (loc.ok()) {
           m->dst = std::move(*loc);
           m->ok = true;
         } else {
-          tiers[d]->Unreserve(m->estimate);
-          core_->boundary(t, static_cast<int>(d)).failures.fetch_add(1, std::memory_order_relaxed);
+          dest.Unreserve(m->estimate);
+          host.boundary(t, static_cast<int>(d)).failures.fetch_add(1, std::memory_order_relaxed);
         }
       }
       continue;
     }
-    auto locs = tiers[d]->Store(views, estimates);
+    auto locs = dest.Store(views, estimates);
     if (!locs.ok()) {
-      for (Move* m : group) tiers[d]->Unreserve(m->estimate);
-      core_->boundary(t, static_cast<int>(d)).failures.fetch_add(group.size(), std::memory_order_relaxed);
+      for (Move* m : group) dest.Unreserve(m->estimate);
+      host.boundary(t, static_cast<int>(d)).failures.fetch_add(group.size(), std::memory_order_relaxed);
       const std::string why = locs.status().ToString();
-      for (Move* m : group) core_->LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false, why);
+      for (Move* m : group) host.LogMove(m->e->key(), m->e->raw_size, 0, t, static_cast<int>(d), 0, false, why);
       for (Move* m : group) {
         m->dest = -1;
         if (!locs.status().IsNoSpace()) continue;  // stays where it is; the mover retries later
@@ -292,7 +290,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
         if (c.tier < 0) continue;
         m->dest = c.tier;
         m->estimate = c.estimate;
-        core_->boundary(t, c.tier).retries.fetch_add(1, std::memory_order_relaxed);
+        host.boundary(t, c.tier).retries.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
@@ -305,7 +303,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
   // Commit or abort each move.
   const uint64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - batch.start).count();
-  std::vector<uint64_t> objs(tiers.size()), raw(tiers.size()), stored(tiers.size());
+  std::vector<uint64_t> objs(host.num_tiers()), raw(host.num_tiers()), stored(host.num_tiers());
   for (Move& m : moves) {
     Entry* e = m.e;
     Location old;
@@ -315,7 +313,7 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     const uint64_t raw_below = m.external != nullptr ? m.dst.raw_bytes : e->raw_size;
     {
       const uint64_t hash = ObjectIndex::Hash(e->key());
-      auto& shard = core_->index_.ShardForHash(hash);
+      auto& shard = host.index().ShardForHash(hash);
       std::lock_guard<std::mutex> l(shard.mu);
       e->moving = false;
       if (m.ok && !e->erased && e->version == m.version && e->pins() == 0 &&
@@ -333,8 +331,8 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
           n->loc.Set(std::move(m.dst));
           replaced = shard.Replace(n, hash);  // e: it is indexed (not erased)
           replaced->erased = true;
-          core_->policy_->Remove(replaced);
-          core_->policy_->Insert(n, m.dest);
+          host.policy().Remove(replaced);
+          host.policy().Insert(n, m.dest);
         } else if (m.clean) {
           old = e->loc.Take(e->raw_size);
           auto it = shard.clean_copies.find(e);
@@ -342,22 +340,19 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
           shard.clean_copies.erase(it);
           e->clean_tier = -1;
           e->flags.fetch_and(static_cast<uint8_t>(~Entry::kClean), std::memory_order_relaxed);
-          core_->SetTierLocked(e, t, m.dest);
+          host.SetTierLocked(e, t, m.dest);
         } else {
           old = e->loc.Take(e->raw_size);
           e->loc.Set(std::move(m.dst));
-          core_->SetTierLocked(e, t, m.dest);
+          host.SetTierLocked(e, t, m.dest);
         }
         committed = true;
       }
     }
-    if (committed && m.clean) {
-      core_->clean_copies_.fetch_sub(1, std::memory_order_relaxed);
-      core_->clean_demotions_.fetch_add(1, std::memory_order_relaxed);
-    }
+    if (committed && m.clean) host.CountCleanDemotion();
     if (committed) {
       if (replaced != nullptr) {
-        core_->Unref(replaced);  // the index's reference
+        host.Unref(replaced);  // the index's reference
       } else {
         source.Free(old);
       }
@@ -365,16 +360,16 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
       if (m.clean) {
         // Nothing was written: the boundary's bytes and rates count writes
         // only; clean_demotions counts these.
-        tiers[m.dest]->ServeFromCopy(e->raw_size);
+        host.tier(m.dest).ServeFromCopy(e->raw_size);
         st = 0;
       } else {
         objs[m.dest]++;
         raw[m.dest] += raw_below;
         stored[m.dest] += st;
       }
-      core_->LogMove(e->key(), raw_below, st, t, m.dest, ns / 1000, true);
+      host.LogMove(e->key(), raw_below, st, t, m.dest, ns / 1000, true);
     } else if (m.ok) {
-      if (!m.clean) tiers[m.dest]->Free(m.dst);  // raced with a pin, erase or overwrite
+      if (!m.clean) host.tier(m.dest).Free(m.dst);  // raced with a pin, erase or overwrite
       ++result.raced;
     }
     // The source bytes go now, not when the batch is destroyed: a memory
@@ -384,12 +379,12 @@ Demoter::Result Demoter::Run(int t, DemotionBatch& batch, const Placement::MakeR
     m.owner.reset();
     m.src = Location();
   }
-  for (size_t d = t + 1; d < tiers.size(); ++d) {
-    if (objs[d]) core_->boundary(t, static_cast<int>(d)).Record(objs[d], raw[d], stored[d], ns);
+  for (size_t d = t + 1; d < host.num_tiers(); ++d) {
+    if (objs[d]) host.boundary(t, static_cast<int>(d)).Record(objs[d], raw[d], stored[d], ns);
   }
   for (Entry* e : batch.victims) {
     EvictionPolicy::Unpick(e);
-    core_->Unref(e);
+    host.Unref(e);
   }
   batch.victims.clear();
   return result;

@@ -23,12 +23,11 @@
 #include <memory>
 #include <vector>
 
+#include "engine/move_host.h"
 #include "engine/placement.h"
 
 namespace spillway::internal {
 
-class EngineCore;
-struct Entry;
 struct DemotionBatch;
 // Destroying a batch that never ran aborts it: its entries stay where they
 // are, unmarked (a scheduler dropped at shutdown, a test that did not step).
@@ -39,7 +38,8 @@ using DemotionBatchPtr = std::unique_ptr<DemotionBatch, DemotionBatchDeleter>;
 
 class Demoter {
  public:
-  Demoter(EngineCore* core, const Placement* placement);
+  // Neither is owned; both must outlive the demoter.
+  Demoter(MoveHost* host, const Placement* placement);
   ~Demoter();
 
   // Step 1: picks up to `bytes` (raw) of victims of tier t. Null when
@@ -70,7 +70,7 @@ class Demoter {
   uint64_t Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room);
 
  private:
-  EngineCore* core_;
+  MoveHost* host_;
   const Placement* placement_;
 };
 

@@ -314,18 +314,19 @@ uint64_t EngineCore::Demote(int t, uint64_t bytes) {
   return demoter_->Demote(t, bytes, [this](int d, uint64_t n) { return mover_->MakeRoom(d, n); });
 }
 
-EngineCore::DemoteScope::DemoteScope(EngineCore& core) : core_(core) {
-  std::lock_guard<std::mutex> l(core_.demote_mu_);
-  ticket_ = core_.demote_tickets_++;
-  core_.demotes_.insert(ticket_);
+uint64_t EngineCore::BeginDemote() {
+  std::lock_guard<std::mutex> l(demote_mu_);
+  const uint64_t ticket = demote_tickets_++;
+  demotes_.insert(ticket);
+  return ticket;
 }
 
-EngineCore::DemoteScope::~DemoteScope() {
+void EngineCore::EndDemote(uint64_t ticket) {
   {
-    std::lock_guard<std::mutex> l(core_.demote_mu_);
-    core_.demotes_.erase(ticket_);
+    std::lock_guard<std::mutex> l(demote_mu_);
+    demotes_.erase(ticket);
   }
-  core_.demote_cv_.notify_all();
+  demote_cv_.notify_all();
 }
 
 void EngineCore::WaitForDemotesBegunBefore(uint64_t ticket) {
