@@ -109,7 +109,7 @@ class EngineCore final : public Engine, public MoveHost {
   void Unpin(Entry* e);
   // The gpu tier's share of Pressure: free device memory below headroom.
   uint64_t DevicePressure(int t);
-  // The host tier's share (engine/engine_memory.cc).
+  // The host tier's share (engine/memory_governor.cc).
   uint64_t MemoryPressure(int t);
   // Whether tier i demotes for process memory: a host tier over one that
   // stores bytes, outside the pinned pool.

@@ -237,7 +237,7 @@ class Engine {
   // demoted once, not again at every tick for memory already given up; and
   // demotions for this limit alone run one batch at a time (each writes
   // through an I/O buffer of its own, resident memory the limit counts).
-  // (engine/engine_memory.cc)
+  // (engine/memory_governor.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // Makes room in this process for `incoming_bytes` more: while the resident
   // set plus them is above the SetProcessMemoryLimit limit, the host tiers
@@ -250,7 +250,7 @@ class Engine {
   // only waits (it demotes itself only without a background mover); memory
   // held outside the engine is the caller's to free. For a store that, like
   // Dask's SpillBuffer, evicts when a value arrives and before one is read
-  // back (python/spillway/dask.py). (engine/engine_memory.cc)
+  // back (python/spillway/dask.py). (engine/memory_governor.cc)
   virtual bool RelieveMemory(uint64_t incoming_bytes, bool wait = true) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;
