@@ -19,6 +19,7 @@
 #include "spillway/engine.h"
 #include "engine/event_log.h"
 #include "engine/eviction_policy.h"
+#include "engine/memory_governor.h"
 #include "engine/metrics_dumper.h"
 #include "engine/metrics_http.h"
 #include "engine/move_host.h"
@@ -66,8 +67,8 @@ class EngineCore final : public Engine, public MoveHost {
   bool Contains(std::string_view key) override;
   int TierOf(std::string_view key) override;
   Status Flush() override;
-  void SetProcessMemoryLimit(uint64_t bytes) override;
-  bool RelieveMemory(uint64_t incoming_bytes, bool wait) override;
+  void SetProcessMemoryLimit(uint64_t bytes) override { memory_.SetLimit(bytes); }
+  bool RelieveMemory(uint64_t incoming_bytes, bool wait) override { return memory_.Relieve(incoming_bytes, wait); }
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
   std::vector<KeyInfo> ListKeys() override;
@@ -79,7 +80,7 @@ class EngineCore final : public Engine, public MoveHost {
   ObjectIndex& index() override { return index_; }
   EvictionPolicy& policy() override { return *policy_; }
   Logger* logger() override { return options_.logger != nullptr ? options_.logger : StderrLogger(); }
-  uint64_t Pressure(int t) override { return DevicePressure(t) + MemoryPressure(t); }
+  uint64_t Pressure(int t) override { return DevicePressure(t) + memory_.Pressure(t); }
   StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs) override;
   bool CanAdoptHost(int t) const override;
   void SetTierLocked(Entry* e, int from, int to) override;
@@ -108,33 +109,8 @@ class EngineCore final : public Engine, public MoveHost {
   const Placement& placement() const { return *placement_; }
   void Unpin(Entry* e);
   // The gpu tier's share of Pressure: free device memory below headroom.
+  // The host tier's is the memory governor's.
   uint64_t DevicePressure(int t);
-  // The host tier's share (engine/memory_governor.cc).
-  uint64_t MemoryPressure(int t);
-  // Whether tier i demotes for process memory: a host tier over one that
-  // stores bytes, outside the pinned pool.
-  bool YieldsToProcessMemory(size_t i) const;
-  // This process's resident bytes. While they are above `limit`: at most
-  // once a second, measured again after releasing cached memory and
-  // trimming the heap; in between, at most once a tick, after trimming the
-  // heap when FreedInHeap is 1 MiB or more. Records the excess over
-  // SetProcessMemoryLimit for Stats.
-  uint64_t ResidentBytes(uint64_t limit);
-  // Trims the heap and takes the snapshot FreedInHeap counts from.
-  void TrimFreedHeap();
-  // An estimate of the objects the yielding host tiers freed since the last
-  // trim that still sit in the heap, the resident set being `rss`.
-  uint64_t FreedInHeap(uint64_t rss) const;
-  // The yielding host tiers' TierCounters::admitted_raw_bytes and
-  // freed_raw_bytes, summed.
-  struct HostTurnover {
-    uint64_t admitted = 0, freed = 0;
-  };
-  HostTurnover YieldingTurnover() const;
-  // Frees what the tiers keep only to go faster (Tier::ReleaseCachedMemory:
-  // idle I/O buffers, the host block cache's blocks) and hands freed heap
-  // memory back to the kernel.
-  void ReleaseIdleMemory();
 
   static constexpr int kMaxTiers = 16;
 
@@ -226,6 +202,9 @@ class EngineCore final : public Engine, public MoveHost {
   // Page-locked pool for host tiers when CUDA and a GPU are present; declared
   // before tiers_ so it outlives every blob the tiers hold.
   std::unique_ptr<HostAllocator> host_alloc_;
+  // The process memory limit and what it takes to keep to it; declared
+  // before host_cache_, whose budget reads the limit.
+  MemoryGovernor memory_;
   // Otherwise the host tiers' (and the file tiers' read buffers') memory:
   // freed blocks kept for reuse, within the capacity of the host tiers in
   // host_cache_tiers_ (tiers/host_block_cache.h). Null when a pinned pool
@@ -257,12 +236,6 @@ class EngineCore final : public Engine, public MoveHost {
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
   std::atomic<uint64_t> backpressure_waits_{0}, backpressure_wait_ns_{0};
-  // SetProcessMemoryLimit, the excess last measured, and when the heap was
-  // last trimmed (steady_clock nanoseconds).
-  std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};
-  std::atomic<int64_t> last_heap_trim_ns_{0}, last_freed_trim_ns_{0};
-  // YieldingTurnover and the resident set at the last TrimFreedHeap.
-  std::atomic<uint64_t> admitted_at_trim_{0}, freed_at_trim_{0}, resident_at_trim_{0};
   // Entries holding a clean copy (Entry::clean_tier), and demotions that
   // went back to one instead of writing.
   std::atomic<uint64_t> clean_copies_{0}, clean_demotions_{0};
