@@ -1,5 +1,5 @@
-// EngineCore: Put, Get, Erase and the index bookkeeping. Demotion lives in
-// demote.cc, the background thread in mover.cc.
+// EngineCore: Put, Get, Erase and the index bookkeeping. The move protocol
+// lives in demoter.cc, the background mover in mover.cc.
 #include "engine/engine_core.h"
 
 #include <algorithm>

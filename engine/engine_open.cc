@@ -109,9 +109,9 @@ Status EngineCore::Init() {
   if (!host_cache_tiers_.empty()) {
     // A process that set a memory limit (SetProcessMemoryLimit: a Dask
     // worker's store) keeps nothing: its memory manager reads the resident
-    // set, and kept blocks would look like memory in use. Measured with the
-    // Dask benchmark at 4x: peak RSS per worker 449-506 MiB with blocks kept
-    // against 416 for Dask's own store, and the in-memory workload spilled.
+    // set, and kept blocks would look like memory in use: with them a Dask
+    // worker's peak resident set passed that of Dask's own store, and the
+    // in-memory workload spilled (docs/performance.md, "Tuning constants").
     host_cache_ = std::make_unique<HostBlockCache>(cached_capacity, [this] {
       if (memory_.limit() != 0) return ~uint64_t{0} / 2;  // no room
       uint64_t used = 0;

@@ -10,17 +10,16 @@
 // Objects a host tier frees go back to the C library's heap, where they
 // stay resident until the heap is trimmed; releasing cached memory (and
 // trimming) at most once a second, each 100 ms tick saw the same excess
-// again and demoted it again: a limit 8 MiB below the resident set sent
-// all 128 of 128 objects of 1 MiB to disk (tests/engine/process_memory_test.cc).
-// So while above the limit, when objects freed since the last trim may
+// again and demoted it again (tests/engine/process_memory_test.cc checks
+// that a small excess is demoted once). So while above the limit, when objects freed since the last trim may
 // still be in the heap (FreedInHeap), the heap is trimmed first, at most
 // once a tick. The I/O buffers a demotion writes through count as what they
 // are, resident memory: the first demotion under a limit moves the excess
 // and the buffer's size (kept for the next one).
 //
 // That tick lags: between two ticks a Dask task reads its inputs back and
-// builds its output, and the resident set peaked 10% above Dask's own store
-// (bench/results/dask-2026-12-04.md). RelieveMemory is the synchronous
+// builds its output, and the resident set peaked above that of Dask's own
+// store (docs/performance.md, "Tuning constants"). RelieveMemory is the synchronous
 // check Dask's SpillBuffer makes in __setitem__: the store calls it after a
 // value arrives and before it reads one back, and it waits for the mover
 // (Mover::Shed) until the process fits again, or (wait false) only starts
@@ -114,9 +113,8 @@ uint64_t MemoryGovernor::ResidentBytes(uint64_t limit) {
       // What earlier demotions freed may still sit in the allocator, and
       // the file tiers keep idle I/O buffers for reuse. Not at every check:
       // freed at once, the buffers came back at the next demotion on top of
-      // a host tier that had refilled to the limit (Dask bench, array64m and
-      // groupby, 2 workers: peak RSS per worker 372-394 MiB against 348-373
-      // freeing them once a second, cgroup peak 666-684 against 622-658).
+      // a host tier that had refilled to the limit, and the peak resident
+      // set rose (kTrimInterval in docs/performance.md, "Tuning constants").
       ReleaseIdleMemory();
       rss = ProcessResidentBytes();
     } else if (FreedInHeap(rss) >= kFreedTrimBytes) {

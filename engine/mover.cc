@@ -291,11 +291,9 @@ bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
     // This reservation took the tier past its high watermark: start the
     // demotion now, while the caller copies its object in, not after its
     // insert or at the next tick (below: the same for a caller that waited).
-    // The copy can be long: a spill of 64 MiB objects through a 128 MiB host
-    // tier whose memory the process had not touched spent 120-175 ms copying
-    // its second object (first touches in the development VM); the first
-    // object's write began at 130-165 ms with this wake, 173-178 ms without
-    // (bench/results/dev-2026-12-05-read-write-causes.md).
+    // The copy can be long (a large object into memory the process has not
+    // touched yet), and the write below starts that much sooner
+    // (docs/performance.md, "Tuning constants").
     const uint64_t used = tier.used_bytes();
     if (used > tier.HighBytes() && used - std::min(used, bytes) <= tier.HighBytes()) Wake();
     return true;
