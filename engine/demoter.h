@@ -23,13 +23,13 @@
 #include <memory>
 #include <vector>
 
+#include "engine/move_host.h"
 #include "engine/placement.h"
 
 namespace spillway::internal {
 
-class EngineCore;
-struct Entry;
 struct DemotionBatch;
+struct DemotionMove;
 // Destroying a batch that never ran aborts it: its entries stay where they
 // are, unmarked (a scheduler dropped at shutdown, a test that did not step).
 struct DemotionBatchDeleter {
@@ -39,7 +39,8 @@ using DemotionBatchPtr = std::unique_ptr<DemotionBatch, DemotionBatchDeleter>;
 
 class Demoter {
  public:
-  Demoter(EngineCore* core, const Placement* placement);
+  // Neither is owned; both must outlive the demoter.
+  Demoter(MoveHost* host, const Placement* placement);
   ~Demoter();
 
   // Step 1: picks up to `bytes` (raw) of victims of tier t. Null when
@@ -70,7 +71,37 @@ class Demoter {
   uint64_t Demote(int t, uint64_t bytes, const Placement::MakeRoomFn& make_room);
 
  private:
-  EngineCore* core_;
+  using Move = DemotionMove;
+  // Run's steps, in the order it takes them. A move that one step cannot
+  // take further (no dest, or not ok) the later steps skip, and it stays
+  // where it is.
+  // Reads a file source's records first: placing needs their buffer sizes.
+  void LoadFileSources(int t, DemotionBatch& batch);
+  // Turns external objects into bytes (Materialize) on this thread.
+  void MaterializeExternal(int t, DemotionBatch& batch);
+  // Place: reserves room below for each move; for one with no room
+  // anywhere below, the tier that must make room first goes to `result`.
+  void PlaceBelow(int t, DemotionBatch& batch, const Placement::MakeRoomFn& make_room, Result* result);
+  // Reads a memory source's placed objects as host memory; an unreadable
+  // one gives its reservation back.
+  void LoadMemorySources(int t, DemotionBatch& batch);
+  // Stores the moves placed in tier d as one batch (a gpu source's host
+  // copies adopted where tier d can).
+  void StoreInto(int t, int d, DemotionBatch& batch, const Placement::MakeRoomFn& make_room);
+  // After a failed Store into tier d: the group's reservations back, and on
+  // ENOSPC each move placed again below d.
+  void PassOnBelow(int t, int d, const std::vector<Move*>& group, const Status& error,
+                   const Placement::MakeRoomFn& make_room);
+  // Commit: commits or aborts every move, frees what each leaves behind
+  // and counts the boundary's moves.
+  void CommitAll(int t, DemotionBatch& batch, Result* result);
+  // Under the entry's shard lock: points the entry at its new copy if it
+  // was not pinned, erased or replaced meanwhile, and returns whether it
+  // did. `old`: the source location to free; `replaced`: an external
+  // object's entry, superseded by one for its bytes.
+  bool CommitIfUnchanged(int t, Move& m, uint64_t raw_below, Location* old, Entry** replaced);
+
+  MoveHost* host_;
   const Placement* placement_;
 };
 

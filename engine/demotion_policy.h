@@ -41,11 +41,9 @@ class DemotionPolicy {
   // the part of the tier not already moving holds a whole batch above
   // SustainedFloorBytes: the pipeline stays full between watermark
   // crossings instead of draining to the low watermark and idling while
-  // the caller refills the band up to high. Measured on the H100 (a disk
-  // faster than one Put thread, 2026-12-06): with a 64 MiB host tier the
-  // waiters' 32 MiB in flight took the tier below low, nothing started
-  // until the Put had refilled it past high, and no batch was in flight
-  // 22% of a 4 KiB spill (0.41x of fio).
+  // the caller refills the band up to high: with a disk faster than one Put
+  // thread, that gap left the disk idle for part of a small-object spill
+  // (docs/performance.md, "Tuning constants").
   uint64_t Want(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // Raw bytes per batch from `from` to `to` (the first tier below): one
   // batch into a file tier fills one write slab (8 MiB: io.block_bytes
@@ -63,23 +61,16 @@ class DemotionPolicy {
   // is below its high watermark and nobody waits or asks for room). Each
   // batch into a file tier writes through a slab buffer of its own (10 MiB
   // for an 8 MiB batch), resident memory the limit counts: eight at once
-  // for an 8 MiB excess raised the resident set by more than they moved,
-  // and the next measure demoted for that (tests/python/test_process_memory.py,
-  // with the heap trimmed before each measure: all 17 values out for a
-  // 10 MiB excess in 3 runs of 50 beside two busy loops; one batch: 0 of 50).
+  // for a small excess raised the resident set by more than they moved,
+  // and the next measure demoted for that (docs/performance.md, "Tuning
+  // constants").
   int MaxInflight(const Tier& from, const Tier& to, const BoundaryLoad& load) const;
   // min(64 MiB, capacity / 4): the least a watermark crossing demotes.
   static uint64_t MinBatchBytes(const Tier& tier);
   // min(64 MiB, capacity / 2): what stays in flight, at least, while
-  // callers wait for room. Half a small tier (below 256 MiB), not the
-  // quarter it was: with a 64 MiB host tier a quarter kept two 8 MiB
-  // batches in flight, and 64 KiB objects spilled at 0.62x and 0.70x of
-  // fio (two runs, 11.2-11.5 MiB in flight while the disk was busy); with
-  // half, 0.80x for this code and 0.78x / 0.95x for two variants that also
-  // halved MinBatchBytes (15.8-16.6 MiB in flight). H200, spillway bench
-  // section 1 with 3 repetitions each, 2026-12-02, five runs in one
-  // afternoon, each against fio in the same run
-  // (bench/results/h200-2026-12-02-policy.md).
+  // callers wait for room. Half a small tier (below 256 MiB), not a
+  // quarter: a quarter kept too little in flight to keep the disk busy
+  // (docs/performance.md, "Tuning constants").
   static uint64_t WaitingBatchBytes(const Tier& tier);
   // low - WaitingBatchBytes: how far a sustained spill empties the tier
   // (a quarter of a tier below 256 MiB, 64 MiB below low above it). The
@@ -97,8 +88,8 @@ class DemotionPolicy {
   uint64_t SyncBytes(const Tier& from, const Tier& to, uint64_t need) const;
   // Batches in flight into a file tier (MaxInflight); a thread scheduler
   // with this many threads per boundary can run every boundary's batches at
-  // once. 8 with the file tier's 2 MiB streamed pieces: see file_tier.cc
-  // for the measurements behind both.
+  // once. 8 with the file tier's 2 MiB streamed pieces
+  // (docs/performance.md, "Tuning constants").
   static constexpr int kMaxInflightPerBoundary = 8;
 };
 

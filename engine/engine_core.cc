@@ -1,5 +1,5 @@
-// EngineCore: Put, Get, Erase and the index bookkeeping. Demotion lives in
-// demote.cc, the background thread in mover.cc.
+// EngineCore: Put, Get, Erase and the index bookkeeping. The move protocol
+// lives in demoter.cc, the background mover in mover.cc.
 #include "engine/engine_core.h"
 
 #include <algorithm>
@@ -303,18 +303,30 @@ void EngineCore::Unref(Entry* e) {
   Entry::Destroy(e);
 }
 
-EngineCore::DemoteScope::DemoteScope(EngineCore& core) : core_(core) {
-  std::lock_guard<std::mutex> l(core_.demote_mu_);
-  ticket_ = core_.demote_tickets_++;
-  core_.demotes_.insert(ticket_);
+void EngineCore::LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to,
+                         uint64_t micros, bool ok, std::string_view error) {
+  if (!event_log_) return;
+  event_log_->Record({key, raw, stored, tiers_[from]->name(), tiers_[to]->name(),
+                      CodecKindName(config_.tiers[to].codec.kind), to > from, micros, ok, error});
 }
 
-EngineCore::DemoteScope::~DemoteScope() {
+uint64_t EngineCore::Demote(int t, uint64_t bytes) {
+  return demoter_->Demote(t, bytes, [this](int d, uint64_t n) { return mover_->MakeRoom(d, n); });
+}
+
+uint64_t EngineCore::BeginDemote() {
+  std::lock_guard<std::mutex> l(demote_mu_);
+  const uint64_t ticket = demote_tickets_++;
+  demotes_.insert(ticket);
+  return ticket;
+}
+
+void EngineCore::EndDemote(uint64_t ticket) {
   {
-    std::lock_guard<std::mutex> l(core_.demote_mu_);
-    core_.demotes_.erase(ticket_);
+    std::lock_guard<std::mutex> l(demote_mu_);
+    demotes_.erase(ticket);
   }
-  core_.demote_cv_.notify_all();
+  demote_cv_.notify_all();
 }
 
 void EngineCore::WaitForDemotesBegunBefore(uint64_t ticket) {

@@ -19,8 +19,10 @@
 #include "spillway/engine.h"
 #include "engine/event_log.h"
 #include "engine/eviction_policy.h"
+#include "engine/memory_governor.h"
 #include "engine/metrics_dumper.h"
 #include "engine/metrics_http.h"
+#include "engine/move_host.h"
 #include "engine/object_index.h"
 #include "base/striped_counter.h"
 #include "tiers/host_block_cache.h"
@@ -37,15 +39,8 @@ namespace spillway::internal {
 class Mover;
 class Demoter;
 class Placement;
-struct DemotionBatchDeleter;
 
-struct BoundaryCounters {
-  std::atomic<uint64_t> objects{0}, bytes{0}, stored_bytes{0}, nanos{0}, failures{0}, retries{0};
-  std::atomic<uint64_t> latency_us[kLatencyBuckets] = {};
-  void Record(uint64_t objs, uint64_t raw, uint64_t stored, uint64_t ns);
-};
-
-class EngineCore final : public Engine {
+class EngineCore final : public Engine, public MoveHost {
  public:
   EngineCore(Config config, EngineOptions options);
   ~EngineCore() override;
@@ -72,85 +67,54 @@ class EngineCore final : public Engine {
   bool Contains(std::string_view key) override;
   int TierOf(std::string_view key) override;
   Status Flush() override;
-  void SetProcessMemoryLimit(uint64_t bytes) override;
-  bool RelieveMemory(uint64_t incoming_bytes, bool wait) override;
+  void SetProcessMemoryLimit(uint64_t bytes) override { memory_.SetLimit(bytes); }
+  bool RelieveMemory(uint64_t incoming_bytes, bool wait) override { return memory_.Relieve(incoming_bytes, wait); }
   EngineStats Stats() override;
   StatusOr<DeviceCheck> CheckDevices() override;
   std::vector<KeyInfo> ListKeys() override;
   const Config& config() const override { return config_; }
 
-  // ---- used by Mover and Handle ----
-  size_t num_tiers() const { return tiers_.size(); }
-  Tier& tier(size_t i) { return *tiers_[i]; }
-  ObjectIndex& index() { return index_; }
-  EvictionPolicy& policy() { return *policy_; }
+  // MoveHost: what the Mover and the Demoter use (engine/move_host.h).
+  size_t num_tiers() const override { return tiers_.size(); }
+  Tier& tier(size_t i) override { return *tiers_[i]; }
+  ObjectIndex& index() override { return index_; }
+  EvictionPolicy& policy() override { return *policy_; }
+  Logger* logger() override { return options_.logger != nullptr ? options_.logger : StderrLogger(); }
+  uint64_t Pressure(int t) override { return DevicePressure(t) + memory_.Pressure(t); }
+  StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs) override;
+  bool CanAdoptHost(int t) const override;
+  void SetTierLocked(Entry* e, int from, int to) override;
+  void Unref(Entry* e) override;
+  bool HasCleanCopies() const override { return clean_copies_.load(std::memory_order_relaxed) != 0; }
+  void CountCleanDemotion() override {
+    clean_copies_.fetch_sub(1, std::memory_order_relaxed);
+    clean_demotions_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void CountSyncDemotion() override { sync_demotions_.fetch_add(1, std::memory_order_relaxed); }
+  void CountBackpressureWait(uint64_t ns) override {
+    backpressure_waits_.fetch_add(1, std::memory_order_relaxed);
+    backpressure_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
+  BoundaryCounters& boundary(int from, int to) override { return boundaries_[from * kMaxTiers + to]; }
+  void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok,
+               std::string_view error = {}) override;
+  uint64_t BeginDemote() override;
+  void EndDemote(uint64_t ticket) override;
+
+  // ---- used by Handle and the tests ----
   // Moves up to `bytes` out of tier `t` (LRU first) to the tiers below, on
   // the caller's thread (AllocateDevice). Returns the raw bytes moved.
   uint64_t Demote(int t, uint64_t bytes);
   Mover& mover() { return *mover_; }
   const Placement& placement() const { return *placement_; }
-  void CountSyncDemotion() { sync_demotions_.fetch_add(1, std::memory_order_relaxed); }
-  void CountBackpressureWait(uint64_t ns) {
-    backpressure_waits_.fetch_add(1, std::memory_order_relaxed);
-    backpressure_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
-  }
   void Unpin(Entry* e);
-  void Unref(Entry* e);
-  BoundaryCounters& boundary(int from, int to) { return boundaries_[from * kMaxTiers + to]; }
-  // Bytes to demote from tier t beyond its watermarks: device memory taken
-  // outside the engine (a gpu tier's headroom) or this process's resident
-  // memory above SetProcessMemoryLimit (a host tier). The mover asks every
-  // 100 ms and at WaitIdle.
-  uint64_t Pressure(int t) { return DevicePressure(t) + MemoryPressure(t); }
   // The gpu tier's share of Pressure: free device memory below headroom.
+  // The host tier's is the memory governor's.
   uint64_t DevicePressure(int t);
-  // The host tier's share (engine/engine_memory.cc).
-  uint64_t MemoryPressure(int t);
-  // Whether tier i demotes for process memory: a host tier over one that
-  // stores bytes, outside the pinned pool.
-  bool YieldsToProcessMemory(size_t i) const;
-  // This process's resident bytes. While they are above `limit`: at most
-  // once a second, measured again after releasing cached memory and
-  // trimming the heap; in between, at most once a tick, after trimming the
-  // heap when FreedInHeap is 1 MiB or more. Records the excess over
-  // SetProcessMemoryLimit for Stats.
-  uint64_t ResidentBytes(uint64_t limit);
-  // Trims the heap and takes the snapshot FreedInHeap counts from.
-  void TrimFreedHeap();
-  // An estimate of the objects the yielding host tiers freed since the last
-  // trim that still sit in the heap, the resident set being `rss`.
-  uint64_t FreedInHeap(uint64_t rss) const;
-  // The yielding host tiers' TierCounters::admitted_raw_bytes and
-  // freed_raw_bytes, summed.
-  struct HostTurnover {
-    uint64_t admitted = 0, freed = 0;
-  };
-  HostTurnover YieldingTurnover() const;
-  // Frees what the tiers keep only to go faster (Tier::ReleaseCachedMemory:
-  // idle I/O buffers, the host block cache's blocks) and hands freed heap
-  // memory back to the kernel.
-  void ReleaseIdleMemory();
 
   static constexpr int kMaxTiers = 16;
 
-  // Marks a Demote in flight for its lifetime: Flush waits for the demotions
-  // that began before it, so the copy an aborted move wrote (of an object
-  // erased meanwhile) is freed before Flush commits the erase marks.
-  class DemoteScope {
-   public:
-    explicit DemoteScope(EngineCore& core);
-    ~DemoteScope();
-    DemoteScope(const DemoteScope&) = delete;
-    DemoteScope& operator=(const DemoteScope&) = delete;
-
-   private:
-    EngineCore& core_;
-    uint64_t ticket_;
-  };
-
  private:
-  friend class Demoter;
-  friend struct DemotionBatchDeleter;
   // engine_read.cc: a read's pinned snapshot of an entry.
   struct PinnedRead {
     Entry* e = nullptr;
@@ -224,22 +188,13 @@ class EngineCore final : public Engine {
   // entry at `loc` in tier `to` (a promotion) and returns its old location,
   // which the caller frees after unlocking.
   Location RelocatePinnedLocked(Entry* e, int from, int to, Location loc);
-  // REQUIRES: the entry's shard mutex. Moves the entry (its tier, the tier
-  // its pins count against, its policy list) from tier `from` to `to` and
-  // bumps its version.
-  void SetTierLocked(Entry* e, int from, int to);
   int FirstGpuTier() const;
   // engine_gpu.cc: the device halves of Put and Get.
   MemoryKind ClassifyBuffers(std::span<const std::span<const std::byte>> buffers, Where declared) const;
   StatusOr<BlobPtr> CopyDeviceToHost(const ObjectView& view);
   StatusOr<Handle> ToDevice(Entry* e, int t, uint64_t version, Location loc, std::string_view key);
-  StatusOr<std::vector<BlobPtr>> LoadBatchToHost(int t, std::span<const Location> locs);
-  bool CanAdoptHost(int t) const;
   void CreateGpuTier(const TierConfig& tc, int index, Status* st);
   Status OpenGpuSupport(Logger* logger);
-  // `error`: why a failed move was abandoned (Status::ToString()), for the event log's error field.
-  void LogMove(std::string_view key, uint64_t raw, uint64_t stored, int from, int to, uint64_t micros, bool ok,
-               std::string_view error = {});
 
   Config config_;
   EngineOptions options_;
@@ -247,6 +202,9 @@ class EngineCore final : public Engine {
   // Page-locked pool for host tiers when CUDA and a GPU are present; declared
   // before tiers_ so it outlives every blob the tiers hold.
   std::unique_ptr<HostAllocator> host_alloc_;
+  // The process memory limit and what it takes to keep to it; declared
+  // before host_cache_, whose budget reads the limit.
+  MemoryGovernor memory_;
   // Otherwise the host tiers' (and the file tiers' read buffers') memory:
   // freed blocks kept for reuse, within the capacity of the host tiers in
   // host_cache_tiers_ (tiers/host_block_cache.h). Null when a pinned pool
@@ -278,12 +236,6 @@ class EngineCore final : public Engine {
   std::atomic<bool> shutting_down_{false};  // destructor running: keep persistent records
   std::atomic<uint64_t> puts_{0}, misses_{0}, erases_{0}, sync_demotions_{0};
   std::atomic<uint64_t> backpressure_waits_{0}, backpressure_wait_ns_{0};
-  // SetProcessMemoryLimit, the excess last measured, and when the heap was
-  // last trimmed (steady_clock nanoseconds).
-  std::atomic<uint64_t> process_memory_limit_{0}, process_memory_excess_{0};
-  std::atomic<int64_t> last_heap_trim_ns_{0}, last_freed_trim_ns_{0};
-  // YieldingTurnover and the resident set at the last TrimFreedHeap.
-  std::atomic<uint64_t> admitted_at_trim_{0}, freed_at_trim_{0}, resident_at_trim_{0};
   // Entries holding a clean copy (Entry::clean_tier), and demotions that
   // went back to one instead of writing.
   std::atomic<uint64_t> clean_copies_{0}, clean_demotions_{0};
@@ -295,7 +247,7 @@ class EngineCore final : public Engine {
   std::atomic<bool> closing_{false};  // destructor: no more background checkpoints
   std::mutex demote_mu_;  // guards demotes_, demote_tickets_
   std::condition_variable demote_cv_;
-  std::set<uint64_t> demotes_;  // tickets of the Demotes in flight
+  std::set<uint64_t> demotes_;  // tickets of the demotions in flight (BeginDemote)
   uint64_t demote_tickets_ = 0;
 };
 

@@ -1,5 +1,5 @@
 // EngineCore::CheckDevices: every object in a gpu tier lives on its tier's
-// device (issue 18: one Dask worker per GPU, each engine on its own device).
+// device (one Dask worker per GPU, each engine on its own device).
 // The index is walked shard by shard under each shard's lock, taking a
 // reference to each gpu-tier blob; the pointer queries run after the lock is
 // dropped, so the check never holds up Put or Get for a CUDA call.

@@ -109,11 +109,11 @@ Status EngineCore::Init() {
   if (!host_cache_tiers_.empty()) {
     // A process that set a memory limit (SetProcessMemoryLimit: a Dask
     // worker's store) keeps nothing: its memory manager reads the resident
-    // set, and kept blocks would look like memory in use. Measured with the
-    // Dask benchmark at 4x: peak RSS per worker 449-506 MiB with blocks kept
-    // against 416 for Dask's own store, and the in-memory workload spilled.
+    // set, and kept blocks would look like memory in use: with them a Dask
+    // worker's peak resident set passed that of Dask's own store, and the
+    // in-memory workload spilled (docs/performance.md, "Tuning constants").
     host_cache_ = std::make_unique<HostBlockCache>(cached_capacity, [this] {
-      if (process_memory_limit_.load(std::memory_order_relaxed) != 0) return ~uint64_t{0} / 2;  // no room
+      if (memory_.limit() != 0) return ~uint64_t{0} / 2;  // no room
       uint64_t used = 0;
       for (int t : host_cache_tiers_) {
         if (static_cast<size_t>(t) < tiers_.size()) used += tiers_[t]->used_bytes();
@@ -239,7 +239,7 @@ Status EngineCore::Init() {
 
   std::vector<Tier*> chain;
   for (auto& t : tiers_) chain.push_back(t.get());
-  placement_ = std::make_unique<Placement>(std::move(chain));
+  placement_ = std::make_unique<Placement>(chain);
   demoter_ = std::make_unique<Demoter>(this, placement_.get());
   Scheduler* scheduler = options_.scheduler;
   if (scheduler == nullptr && options_.background_mover) {
@@ -250,6 +250,9 @@ Status EngineCore::Init() {
     scheduler = owned_scheduler_.get();
   }
   mover_ = std::make_unique<Mover>(this, demoter_.get(), scheduler);
+  std::vector<bool> in_pinned_pool(n);
+  for (size_t i = 0; i < n; ++i) in_pinned_pool[i] = config_.tiers[i].pinned && host_alloc_ != nullptr;
+  memory_.Attach(std::move(chain), in_pinned_pool, mover_.get());
   mover_->Start();
   return Status::OK();
 }
@@ -323,9 +326,9 @@ EngineStats EngineCore::Stats() {
     s.event_log_dropped = event_log_->dropped();
   }
   s.labels = metrics_labels_;
-  s.process_memory_limit = process_memory_limit_.load(std::memory_order_relaxed);
+  s.process_memory_limit = memory_.limit();
   s.process_resident_bytes = ProcessResidentBytes();
-  s.process_memory_excess_bytes = s.process_memory_limit ? process_memory_excess_.load(std::memory_order_relaxed) : 0;
+  s.process_memory_excess_bytes = s.process_memory_limit ? memory_.excess() : 0;
   if (host_cache_) {
     const HostBlockCacheStats cs = host_cache_->stats();
     s.host_cache_bytes = cs.cached_bytes;

@@ -213,8 +213,8 @@ StatusOr<std::vector<Handle>> EngineCore::AcquireKeys(std::span<const std::strin
     // thread of its own that reads the record, checks it and copies it to
     // the device beside the others. The batched runs below read a run's
     // large records two at a time and one run ahead; to the device they ran
-    // at 0.6-0.8x of this on an H100, same machine, alternated
-    // (bench/results/gpu-2026-12-06-1904-h100.md).
+    // slower than this (kDeviceReaders in docs/performance.md, "Tuning
+    // constants").
     std::vector<StatusOr<Handle>> got;
     got.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) got.emplace_back(Status::IOError("not read"));

@@ -7,7 +7,6 @@
 
 #include "base/scheduler.h"
 #include "engine/demoter.h"
-#include "engine/engine_core.h"
 
 namespace spillway::internal {
 namespace {
@@ -17,11 +16,11 @@ uint64_t ElapsedNanos(std::chrono::steady_clock::time_point since) {
 }
 }  // namespace
 
-Mover::Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler)
-    : core_(core),
+Mover::Mover(MoveHost* host, Demoter* demoter, Scheduler* scheduler)
+    : host_(host),
       demoter_(demoter),
       scheduler_(scheduler),
-      bounds_(core->num_tiers()),
+      bounds_(host->num_tiers()),
       nudge_above_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size())) {
   for (size_t t = 0; t < bounds_.size(); ++t) nudge_above_[t].store(UINT64_MAX, std::memory_order_relaxed);
 }
@@ -73,7 +72,7 @@ void Mover::Tick() {
 
 std::vector<uint64_t> Mover::MeasurePressure() {
   std::vector<uint64_t> pressure(bounds_.size());
-  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = core_->Pressure(static_cast<int>(t));
+  for (size_t t = 0; t + 1 < bounds_.size(); ++t) pressure[t] = host_->Pressure(static_cast<int>(t));
   return pressure;
 }
 
@@ -114,8 +113,8 @@ void Mover::RetryAllLocked() {
 void Mover::KickLocked(int t) {
   if (stopping_ || scheduler_ == nullptr || static_cast<size_t>(t) + 1 >= bounds_.size()) return;
   Boundary& b = bounds_[t];
-  const Tier& from = core_->tier(t);
-  const Tier& to = core_->tier(t + 1);
+  const Tier& from = host_->tier(t);
+  const Tier& to = host_->tier(t + 1);
   const bool sustained = b.waited && std::chrono::steady_clock::now() - b.last_wait < DemotionPolicy::kSustainFor;
   const auto load_now = [&] {
     return BoundaryLoad{b.inflight_bytes, b.waiting_bytes, b.requested_bytes, b.pressure_bytes, sustained};
@@ -157,7 +156,7 @@ void Mover::KickLocked(int t) {
 }
 
 void Mover::NudgeIfDue(int t) {
-  const Tier& tier = core_->tier(t);
+  const Tier& tier = host_->tier(t);
   if (tier.AboveHigh() ||
       (static_cast<size_t>(t) + 1 < bounds_.size() &&
        tier.used_bytes() > nudge_above_[t].load(std::memory_order_relaxed))) {
@@ -281,22 +280,20 @@ uint64_t Mover::ProgressLocked(int t) const {
   // Any change in these means something moved or was freed from t down.
   uint64_t sig = 0;
   for (size_t d = static_cast<size_t>(t); d < bounds_.size(); ++d) {
-    sig = sig * 1000003 + bounds_[d].moved_bytes + core_->tier(static_cast<int>(d)).used_bytes();
+    sig = sig * 1000003 + bounds_[d].moved_bytes + host_->tier(static_cast<int>(d)).used_bytes();
   }
   return sig;
 }
 
 bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
-  Tier& tier = core_->tier(t);
+  Tier& tier = host_->tier(t);
   if (tier.TryReserve(bytes)) {
     // This reservation took the tier past its high watermark: start the
     // demotion now, while the caller copies its object in, not after its
     // insert or at the next tick (below: the same for a caller that waited).
-    // The copy can be long: a spill of 64 MiB objects through a 128 MiB host
-    // tier whose memory the process had not touched spent 120-175 ms copying
-    // its second object (first touches in the development VM); the first
-    // object's write began at 130-165 ms with this wake, 173-178 ms without
-    // (bench/results/dev-2026-12-05-read-write-causes.md).
+    // The copy can be long (a large object into memory the process has not
+    // touched yet), and the write below starts that much sooner
+    // (docs/performance.md, "Tuning constants").
     const uint64_t used = tier.used_bytes();
     if (used > tier.HighBytes() && used - std::min(used, bytes) <= tier.HighBytes()) Wake();
     return true;
@@ -309,8 +306,8 @@ bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
     for (int attempt = 0; attempt < 4; ++attempt) {
       const uint64_t used = tier.used_bytes();
       const uint64_t need = used + bytes > tier.capacity_bytes() ? used + bytes - tier.capacity_bytes() : 0;
-      const uint64_t moved = demoter_->Demote(t, policy_.SyncBytes(tier, core_->tier(t + 1), need), below);
-      core_->CountSyncDemotion();
+      const uint64_t moved = demoter_->Demote(t, policy_.SyncBytes(tier, host_->tier(t + 1), need), below);
+      host_->CountSyncDemotion();
       if (tier.TryReserve(bytes)) return true;
       if (moved == 0) break;
     }
@@ -349,7 +346,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
   }
   b.waiting_bytes -= bytes;
   if (sustains) b.last_wait = std::chrono::steady_clock::now();
-  core_->CountBackpressureWait(ElapsedNanos(wait_start));
+  host_->CountBackpressureWait(ElapsedNanos(wait_start));
   // A caller that waited for room holds it now and is about to copy its
   // object in; the tier is usually past its high watermark again, and the
   // next demotion starts here rather than after the insert (the Put wakes
@@ -359,7 +356,7 @@ bool Mover::MakeRoom(int t, uint64_t bytes, RoomFor purpose) {
 }
 
 bool Mover::ReserveForPromotion(int t, uint64_t bytes) {
-  if (core_->tier(t).TryReserve(bytes)) return true;
+  if (host_->tier(t).TryReserve(bytes)) return true;
   if (scheduler_ == nullptr) return MakeRoom(t, bytes);  // every demotion is a caller's here
   RequestRoom(t, bytes);
   return false;
@@ -379,9 +376,10 @@ bool Mover::Shed(int t, uint64_t bytes, bool wait) {
   if (static_cast<size_t>(t) + 1 >= bounds_.size()) return false;
   if (scheduler_ == nullptr || !scheduler_->background()) {
     uint64_t moved = 0;
+    const Placement::MakeRoomFn below = [this](int d, uint64_t n) { return MakeRoom(d, n); };
     while (moved < bytes) {
-      const uint64_t m = core_->Demote(t, bytes - moved);
-      core_->CountSyncDemotion();
+      const uint64_t m = demoter_->Demote(t, bytes - moved, below);
+      host_->CountSyncDemotion();
       if (m == 0) break;
       moved += m;
     }
@@ -425,13 +423,13 @@ void Mover::WaitIdle() {
     for (;;) {
       uint64_t total = 0;
       for (size_t t = 0; t + 1 < bounds_.size(); ++t) {
-        const Tier& from = core_->tier(t);
+        const Tier& from = host_->tier(t);
         BoundaryLoad load;
         load.pressure_bytes = pressure[t];
         pressure[t] = 0;
-        uint64_t need = policy_.Want(from, core_->tier(t + 1), load);
+        uint64_t need = policy_.Want(from, host_->tier(t + 1), load);
         while (need > 0) {
-          const uint64_t moved = demoter_->Demote(static_cast<int>(t), std::min(need, policy_.BatchBytes(from, core_->tier(t + 1))), below);
+          const uint64_t moved = demoter_->Demote(static_cast<int>(t), std::min(need, policy_.BatchBytes(from, host_->tier(t + 1))), below);
           if (moved == 0) break;
           total += moved;
           need = std::max(need > moved ? need - moved : 0, from.ExcessOverLow());

@@ -38,6 +38,7 @@
 
 #include "engine/demoter.h"
 #include "engine/demotion_policy.h"
+#include "engine/move_host.h"
 #include "base/thread_pool.h"
 
 namespace spillway {
@@ -46,13 +47,11 @@ class Scheduler;
 
 namespace spillway::internal {
 
-class EngineCore;
-
 class Mover {
  public:
   // `scheduler` may be null (no background work: every demotion runs on a
-  // caller's thread). Not owned; must outlive the mover.
-  Mover(EngineCore* core, Demoter* demoter, Scheduler* scheduler);
+  // caller's thread). None is owned; each must outlive the mover.
+  Mover(MoveHost* host, Demoter* demoter, Scheduler* scheduler);
   ~Mover();  // Stop()
 
   // Starts the periodic tick (every 100 ms: device headroom, tiers filled by
@@ -77,7 +76,7 @@ class Mover {
   // a sustained spill (DemotionPolicy::Want) has a whole batch above its
   // floor. Cheap otherwise (two loads).
   void NudgeIfDue(int t);
-  // Measures every boundary's pressure now (EngineCore::Pressure), as the
+  // Measures every boundary's pressure now (MoveHost::Pressure), as the
   // next tick would, and starts batches for it: what the last measure asked
   // for and no batch has picked yet is dropped, not served. For a changed
   // process memory limit.
@@ -166,7 +165,7 @@ class Mover {
   void KickLocked(int t);
   // REQUIRES: mu_. Clears every boundary's stuck mark and kicks it (Wake, Nudge).
   void RetryAllLocked();
-  // EngineCore::Pressure for every boundary; outside mu_ (asking the
+  // MoveHost::Pressure for every boundary; outside mu_ (asking the
   // driver for free device memory).
   std::vector<uint64_t> MeasurePressure();
   // REQUIRES: mu_. Sets the boundaries' pressure to `pressure` and kicks them.
@@ -177,7 +176,7 @@ class Mover {
   bool IdleLocked();
   void Tick();
 
-  EngineCore* core_;
+  MoveHost* host_;
   Demoter* demoter_;
   Scheduler* scheduler_;
   DemotionPolicy policy_;

@@ -13,9 +13,9 @@
 // bytes of slots per object. A lookup compares full hashes in the slot array
 // and touches an entry only on a hash match, so a miss (every Put of a new
 // key) reads one cache line of slots and no entry; growth rehashes from the
-// stored hashes without touching entries. With entries chained through the
-// buckets (before), a 4 KiB spill's Put thread spent 20% of its time in
-// lookups and 10% in growth (perf, 2026-12-03).
+// stored hashes without touching entries. Entries chained through the
+// buckets cost a small-object spill's Put thread a large share of its time
+// in lookups and growth (docs/performance.md, "Tuning constants").
 #pragma once
 
 #include <atomic>

@@ -13,6 +13,7 @@
 
 #include "base/align.h"
 #include "base/tier_files.h"
+#include "tiers/io_buffer_cache.h"
 #include "tiers/record.h"
 #include "tiers/segment_manifest.h"
 

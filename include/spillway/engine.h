@@ -165,23 +165,21 @@ class Engine {
   virtual StatusOr<std::shared_ptr<ExternalObject>> GetExternal(std::string_view key) = 0;
   // Brings every key to `where` and pins each until the returned handles
   // are released: call it before launching a kernel on those inputs. Keys in
-  // a file tier are read as one batch of requests (the tier's queue depth in
-  // flight) into host memory; into device memory up to 16 at once, each
-  // read, checked and copied to the device beside the others. On any
-  // failure nothing stays pinned and the error names the key.
+  // file tiers are read concurrently, not one after another, and each is
+  // verified before it is returned. On any failure nothing stays pinned and
+  // the error names the key.
   virtual StatusOr<std::vector<Handle>> Acquire(std::span<const std::string> keys, Where where) = 0;
   // The read-ahead hint (the Dask store calls it for a task's inputs): like
   // Acquire, but returns at once; in the background the keys in file tiers
-  // are read in batches of requests (64 MiB at a time) and promoted into the
-  // first host tier (whatever policy.promote_on_read says: that governs Gets),
-  // then unpinned, so a later Get is a memory hit. Where
-  // that tier is full, the background thread waits for the mover to make
-  // room (at most a second without progress, ten while demotions are still
-  // running; then that key is left where it is). A Get of a key a Prefetch
-  // is reading waits for that read (up to two seconds) instead of reading
-  // the record a second time. Best effort: keys
-  // that are missing or erased meanwhile are skipped, errors are dropped,
-  // and nothing is demoted or written on the caller's thread.
+  // are read, a bounded amount of memory at a time, and promoted into the
+  // first host tier (whatever policy.promote_on_read says: that governs
+  // Gets), then unpinned, so a later Get is a memory hit. Where that tier
+  // is full, the read-ahead waits for the mover to make room, for a bounded
+  // time while nothing moves; a key that still finds no room is left where
+  // it is. A Get of a key a Prefetch is reading waits (for a bounded time)
+  // for that read instead of reading the record a second time. Best effort:
+  // keys that are missing or erased meanwhile are skipped, errors are
+  // dropped, and nothing is demoted or written on the caller's thread.
   virtual void Prefetch(std::span<const std::string> keys, Where where) = 0;
   // Device memory of `bytes` for the caller, from the engine's pool on the
   // first gpu tier. On allocation failure it demotes enough objects to fit
@@ -203,11 +201,11 @@ class Engine {
   virtual Status Flush() = 0;
   virtual EngineStats Stats() = 0;
   // Checks every object held in a gpu tier: the device its tier recorded for
-  // it and the device its memory is on (cudaPointerGetAttributes) must both
-  // be the tier's own, compared by UUID (GpuTier::CheckObjectDevice). One
-  // pointer query per object, outside the index locks: for tests and the
-  // multi-GPU benchmark, not the data path. Objects moving meanwhile are
-  // checked where they were. NotSupported in an engine without a gpu tier.
+  // it and the device its memory is on must both be the tier's own,
+  // compared by UUID. One driver query per object, made without holding up
+  // Put or Get: for tests and the multi-GPU benchmark, not the data path.
+  // Objects moving meanwhile are checked where they were. NotSupported in
+  // an engine without a gpu tier.
   // (engine/engine_devices.cc)
   virtual StatusOr<DeviceCheck> CheckDevices() = 0;
 
@@ -225,19 +223,17 @@ class Engine {
   // from the worker's memory limit (python/spillway/dask_preload.py). A host
   // tier in the pinned pool (pinned: true with a GPU) does not yield: the
   // pool's slabs stay pinned whatever they hold, so demoting frees nothing.
-  // Measured every 100 ms by the background mover and at each Flush; while
-  // above it, at most once a second, the file tiers free their idle I/O
-  // buffers (Tier::ReleaseCachedMemory) and freed heap memory is handed back
-  // to the kernel (malloc_trim). Setting a limit frees those buffers and
-  // trims the heap at once; from then on freed host memory is no longer
-  // kept for reuse, in this engine's block cache nor in the process-wide
-  // pool of small blocks (tiers/small_block_pool.h). In between, while
-  // objects the host tiers freed may still sit in the heap, the heap is
-  // trimmed before the next measure (at most every 100 ms), so an excess is
-  // demoted once, not again at every tick for memory already given up; and
-  // demotions for this limit alone run one batch at a time (each writes
-  // through an I/O buffer of its own, resident memory the limit counts).
-  // (engine/engine_memory.cc)
+  // The background mover checks the resident set against the limit several
+  // times a second and at each Flush (RelieveMemory checks it at once).
+  // Setting a limit frees what the engine keeps only to go faster (idle I/O
+  // buffers, freed blocks kept for reuse, here and in the process-wide pool
+  // of small blocks) and hands freed heap memory back to the kernel; from
+  // then on freed host memory is not kept for reuse, and while the process
+  // is above the limit, idle I/O buffers and freed heap memory are given
+  // back, at bounded intervals, before more is demoted for them. So an
+  // excess is demoted once, not again for memory already freed that has yet
+  // to leave the process, and demoting for the limit alone adds little
+  // resident memory of its own. (engine/memory_governor.cc)
   virtual void SetProcessMemoryLimit(uint64_t bytes) = 0;
   // Makes room in this process for `incoming_bytes` more: while the resident
   // set plus them is above the SetProcessMemoryLimit limit, the host tiers
@@ -250,7 +246,7 @@ class Engine {
   // only waits (it demotes itself only without a background mover); memory
   // held outside the engine is the caller's to free. For a store that, like
   // Dask's SpillBuffer, evicts when a value arrives and before one is read
-  // back (python/spillway/dask.py). (engine/engine_memory.cc)
+  // back (python/spillway/dask.py). (engine/memory_governor.cc)
   virtual bool RelieveMemory(uint64_t incoming_bytes, bool wait = true) = 0;
   // The resolved configuration the engine runs with.
   virtual const Config& config() const = 0;

@@ -1,5 +1,5 @@
 // Engine::SetProcessMemoryLimit: a host tier that yields to the process's
-// resident memory (engine/engine_memory.cc), with the background mover.
+// resident memory (engine/memory_governor.cc), with the background mover.
 #include <doctest/doctest.h>
 
 #include <chrono>

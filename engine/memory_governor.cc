@@ -1,5 +1,5 @@
-// EngineCore::SetProcessMemoryLimit / MemoryPressure / RelieveMemory: a host
-// tier that yields to the process's resident memory (include/spillway/engine.h).
+// MemoryGovernor: a host tier that yields to the process's resident memory
+// (include/spillway/engine.h: SetProcessMemoryLimit, RelieveMemory).
 //
 // The mover's tick (engine/mover.cc) asks Pressure(t) every 100 ms; a host
 // tier's share is this process's resident memory above the limit, at most
@@ -10,28 +10,28 @@
 // Objects a host tier frees go back to the C library's heap, where they
 // stay resident until the heap is trimmed; releasing cached memory (and
 // trimming) at most once a second, each 100 ms tick saw the same excess
-// again and demoted it again: a limit 8 MiB below the resident set sent
-// all 128 of 128 objects of 1 MiB to disk (tests/engine/process_memory_test.cc).
-// So while above the limit, when objects freed since the last trim may
+// again and demoted it again (tests/engine/process_memory_test.cc checks
+// that a small excess is demoted once). So while above the limit, when objects freed since the last trim may
 // still be in the heap (FreedInHeap), the heap is trimmed first, at most
 // once a tick. The I/O buffers a demotion writes through count as what they
 // are, resident memory: the first demotion under a limit moves the excess
 // and the buffer's size (kept for the next one).
 //
 // That tick lags: between two ticks a Dask task reads its inputs back and
-// builds its output, and the resident set peaked 10% above Dask's own store
-// (bench/results/dask-2026-12-04.md). RelieveMemory is the synchronous
+// builds its output, and the resident set peaked above that of Dask's own
+// store (docs/performance.md, "Tuning constants"). RelieveMemory is the synchronous
 // check Dask's SpillBuffer makes in __setitem__: the store calls it after a
 // value arrives and before it reads one back, and it waits for the mover
 // (Mover::Shed) until the process fits again, or (wait false) only starts
 // the demotions at once. The waiting thread never demotes or writes itself
 // while a background scheduler runs.
+#include "engine/memory_governor.h"
+
 #include <algorithm>
-#include <atomic>
 #include <chrono>
+#include <utility>
 
 #include "base/process_memory.h"
-#include "engine/engine_core.h"
 #include "engine/mover.h"
 #include "tiers/small_block_pool.h"
 
@@ -55,10 +55,24 @@ bool TakeTurn(std::atomic<int64_t>* last_ns, int64_t now_ns, std::chrono::nanose
 }
 }  // namespace
 
-void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
-  process_memory_limit_.store(bytes, std::memory_order_relaxed);
+void MemoryGovernor::Attach(std::vector<Tier*> chain, const std::vector<bool>& in_pinned_pool, Mover* mover) {
+  chain_ = std::move(chain);
+  mover_ = mover;
+  yields_.assign(chain_.size(), false);
+  for (size_t i = 0; i < chain_.size(); ++i) {
+    // Only a host tier over one that stores bytes: demoting into another
+    // memory tier would leave the bytes in this process. Nor a host tier in
+    // the pinned pool: its slabs stay pinned (and resident) whatever they
+    // hold, so demoting from it frees nothing.
+    yields_[i] = chain_[i]->kind() == TierKind::kHost && !in_pinned_pool[i] && i + 1 < chain_.size() &&
+                 !chain_[i + 1]->is_memory();
+  }
+}
+
+void MemoryGovernor::SetLimit(uint64_t bytes) {
+  limit_.store(bytes, std::memory_order_relaxed);
   if (bytes == 0) {
-    process_memory_excess_.store(0, std::memory_order_relaxed);
+    excess_.store(0, std::memory_order_relaxed);
     return;
   }
   // The host block cache keeps nothing from now on (its budget reads the
@@ -75,31 +89,22 @@ void EngineCore::SetProcessMemoryLimit(uint64_t bytes) {
   if (mover_) mover_->Remeasure();
 }
 
-void EngineCore::ReleaseIdleMemory() {
-  for (auto& each : tiers_) each->ReleaseCachedMemory();
+void MemoryGovernor::ReleaseIdleMemory() {
+  for (Tier* each : chain_) each->ReleaseCachedMemory();
   TrimFreedHeap();
 }
 
-EngineCore::HostTurnover EngineCore::YieldingTurnover() const {
+MemoryGovernor::HostTurnover MemoryGovernor::YieldingTurnover() const {
   HostTurnover t;
-  for (size_t i = 0; i < tiers_.size(); ++i) {
-    if (!YieldsToProcessMemory(i)) continue;
-    t.admitted += tiers_[i]->counters().admitted_raw_bytes.load(std::memory_order_relaxed);
-    t.freed += tiers_[i]->counters().freed_raw_bytes.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < chain_.size(); ++i) {
+    if (!Yields(i)) continue;
+    t.admitted += chain_[i]->counters().admitted_raw_bytes.load(std::memory_order_relaxed);
+    t.freed += chain_[i]->counters().freed_raw_bytes.load(std::memory_order_relaxed);
   }
   return t;
 }
 
-bool EngineCore::YieldsToProcessMemory(size_t i) const {
-  // Only a host tier over one that stores bytes: demoting into another
-  // memory tier would leave the bytes in this process. Nor a host tier in
-  // the pinned pool: its slabs stay pinned (and resident) whatever they
-  // hold, so demoting from it frees nothing.
-  return tiers_[i]->kind() == TierKind::kHost && !(config_.tiers[i].pinned && host_alloc_) &&
-         i + 1 < tiers_.size() && !tiers_[i + 1]->is_memory();
-}
-
-uint64_t EngineCore::ResidentBytes(uint64_t limit) {
+uint64_t MemoryGovernor::ResidentBytes(uint64_t limit) {
   uint64_t rss = ProcessResidentBytes();
   if (rss > limit) {
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -108,9 +113,8 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
       // What earlier demotions freed may still sit in the allocator, and
       // the file tiers keep idle I/O buffers for reuse. Not at every check:
       // freed at once, the buffers came back at the next demotion on top of
-      // a host tier that had refilled to the limit (Dask bench, array64m and
-      // groupby, 2 workers: peak RSS per worker 372-394 MiB against 348-373
-      // freeing them once a second, cgroup peak 666-684 against 622-658).
+      // a host tier that had refilled to the limit, and the peak resident
+      // set rose (kTrimInterval in docs/performance.md, "Tuning constants").
       ReleaseIdleMemory();
       rss = ProcessResidentBytes();
     } else if (FreedInHeap(rss) >= kFreedTrimBytes) {
@@ -122,12 +126,12 @@ uint64_t EngineCore::ResidentBytes(uint64_t limit) {
       }
     }
   }
-  const uint64_t configured = process_memory_limit_.load(std::memory_order_relaxed);
-  process_memory_excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);
+  const uint64_t configured = limit_.load(std::memory_order_relaxed);
+  excess_.store(configured != 0 && rss > configured ? rss - configured : 0, std::memory_order_relaxed);
   return rss;
 }
 
-void EngineCore::TrimFreedHeap() {
+void MemoryGovernor::TrimFreedHeap() {
   // Taken before the trim: what is freed during it counts as still in the
   // heap, so the next check trims again rather than demoting for it.
   const HostTurnover turnover = YieldingTurnover();
@@ -137,7 +141,7 @@ void EngineCore::TrimFreedHeap() {
   resident_at_trim_.store(ProcessResidentBytes(), std::memory_order_relaxed);
 }
 
-uint64_t EngineCore::FreedInHeap(uint64_t rss) const {
+uint64_t MemoryGovernor::FreedInHeap(uint64_t rss) const {
   // Freed since the last trim, less what the resident set fell by since
   // (memory unmapped at once: large allocations, the engine's own of 4 MiB
   // and more, adopted arrays their owner freed) and less what objects
@@ -154,25 +158,25 @@ uint64_t EngineCore::FreedInHeap(uint64_t rss) const {
   return freed > taken ? freed - taken : 0;
 }
 
-uint64_t EngineCore::MemoryPressure(int t) {
-  const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
-  if (limit == 0 || !YieldsToProcessMemory(static_cast<size_t>(t))) return 0;
+uint64_t MemoryGovernor::Pressure(int t) {
+  const uint64_t limit = limit_.load(std::memory_order_relaxed);
+  if (limit == 0 || !Yields(static_cast<size_t>(t))) return 0;
   const uint64_t rss = ResidentBytes(limit);
-  return rss > limit ? std::min(rss - limit, tiers_[t]->used_bytes()) : 0;
+  return rss > limit ? std::min(rss - limit, chain_[t]->used_bytes()) : 0;
 }
 
-bool EngineCore::RelieveMemory(uint64_t incoming_bytes, bool wait) {
-  const uint64_t limit = process_memory_limit_.load(std::memory_order_relaxed);
+bool MemoryGovernor::Relieve(uint64_t incoming_bytes, bool wait) {
+  const uint64_t limit = limit_.load(std::memory_order_relaxed);
   if (limit == 0) return true;
   // What must go for `incoming_bytes` to fit: the resident set above
   // limit - incoming_bytes (the limit is the whole room when the incoming
   // bytes alone exceed it).
   const uint64_t room = limit > incoming_bytes ? limit - incoming_bytes : 0;
-  for (size_t i = 0; i < tiers_.size(); ++i) {
-    if (!YieldsToProcessMemory(i)) continue;
+  for (size_t i = 0; i < chain_.size(); ++i) {
+    if (!Yields(i)) continue;
     const uint64_t rss = ResidentBytes(room);
     if (rss <= room) return true;
-    const uint64_t shed = std::min(rss - room, tiers_[i]->used_bytes());
+    const uint64_t shed = std::min(rss - room, chain_[i]->used_bytes());
     if (shed > 0) mover_->Shed(static_cast<int>(i), shed, wait);
     if (!wait) return false;  // the next tier's share would count this one's again
   }
