@@ -144,7 +144,7 @@ Status SegmentManager::CheckDirectory(const std::string& dir) const {
   if (!st.ok()) return st.status().WithContext("file tier '" + name() + "'");
   if (st->type == FileInfo::Type::kDirectory && (st->mode & 022) != 0) {
     char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", st->mode);
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st->mode & 07777));
     return Status::InvalidArgument("file tier '" + name() + "': " + dir + " (mode " + mode + ") is " +
                                    ((st->mode & 002) ? "world" : "group") +
                                    "-writable: other users could plant files in it (chmod go-w it, or use a "

@@ -519,7 +519,9 @@ TEST_CASE("a batch reads a run of large raw records two at a time, each intact o
   // Five streamed records in a row (4 MiB and more at the default 1 MiB
   // block size), then a small one read in a submission of its own.
   std::vector<Obj> objs;
-  for (int i = 0; i < 5; ++i) objs.push_back(MakeObj("big-" + std::to_string(i), {(8 << 20) + 4096 * i}, 60 + i));
+  for (int i = 0; i < 5; ++i) {
+    objs.push_back(MakeObj("big-" + std::to_string(i), {(uint64_t{8} << 20) + 4096 * uint64_t(i)}, 60 + i));
+  }
   objs.push_back(MakeObj("small", {64 << 10}, 70));
   auto locs = StoreAll(tier, objs);
   REQUIRE_MESSAGE(locs.ok(), locs.status().ToString());
