@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/checked_math.h"
 #include "base/units.h"
+#include "config/fs_probe.h"
 #include "spillway/version.h"
 
 namespace spillway::cli {
@@ -155,6 +157,15 @@ void Progress::Update(double fraction, std::string_view detail) {
                detail.data());
   std::fflush(stderr);
   drawn_ = true;
+}
+
+bool StressSizesFit(uint64_t max_size, int threads, std::string* why) {
+  uint64_t held = 0;
+  const uint64_t memory = PhysicalMemoryBytes();
+  if (CheckedMul(max_size, 2 * static_cast<uint64_t>(threads), &held) && (memory == 0 || held <= memory)) return true;
+  *why = "MAX of " + FormatBytes(max_size) + " per object, for " + std::to_string(threads) +
+         " threads each holding two, is more than this machine's memory (" + FormatBytes(memory) + ")";
+  return false;
 }
 
 }  // namespace spillway::cli

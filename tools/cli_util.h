@@ -40,6 +40,10 @@ CLI::Validator SizeArg();
 // "MIN:MAX" with units on both sides, MIN <= MAX, MAX > 0. Each side goes
 // through the same checks as SizeArg (no sign, no NaN, below 2^64).
 bool ParseSizeRange(const std::string& text, uint64_t* min, uint64_t* max, std::string* why);
+// The stress tests' threads each hold two objects of up to `max_size` bytes
+// (one written, one read back): false, and why, when that cannot fit in this
+// machine's memory, so a MAX it cannot allocate is refused before the run.
+bool StressSizesFit(uint64_t max_size, int threads, std::string* why);
 
 // "1,2,5": every item an integer in [lo, hi].
 CLI::Validator IntList(int lo, int hi);

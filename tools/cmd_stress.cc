@@ -289,13 +289,8 @@ int Run(const Options& o) {
   if (min_size == 0) min_size = 1;
   // Each thread holds an object it writes and one it reads back: a MAX the
   // machine cannot allocate is refused here, not met as bad_alloc mid-run.
-  uint64_t held = 0;
-  const uint64_t memory = PhysicalMemoryBytes();
-  if (!CheckedMul(max_size, 2 * static_cast<uint64_t>(o.threads), &held) || (memory > 0 && held > memory)) {
-    std::fprintf(stderr,
-                 "spillway stress: --sizes '%s': MAX of %s per object, for %d threads each holding two, is more "
-                 "than this machine's memory (%s)\n",
-                 o.sizes.c_str(), FormatBytes(max_size).c_str(), o.threads, FormatBytes(memory).c_str());
+  if (!StressSizesFit(max_size, o.threads, &why)) {
+    std::fprintf(stderr, "spillway stress: --sizes '%s': %s\n", o.sizes.c_str(), why.c_str());
     return 2;
   }
   std::unique_ptr<FileIo> base;

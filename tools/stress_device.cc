@@ -19,11 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/checked_math.h"
 #include "base/cuda_runtime.h"
 #include "base/pattern.h"
-#include "base/units.h"
-#include "config/fs_probe.h"
 #include "engine/stats_export.h"
 #include "spillway/engine.h"
 #include "tools/cli_util.h"
@@ -229,13 +226,8 @@ int RunDeviceStress(const DeviceStressOptions& o) {
   if (lo == 0) lo = 1;
   // Each thread fills one object's bytes on the host and copies another back:
   // a MAX the machine cannot allocate is refused here, not met as bad_alloc.
-  uint64_t held = 0;
-  const uint64_t memory = PhysicalMemoryBytes();
-  if (!CheckedMul(hi, 2 * static_cast<uint64_t>(o.threads), &held) || (memory > 0 && held > memory)) {
-    std::fprintf(stderr,
-                 "spillway stress --device: --sizes '%s': MAX of %s per object, for %d threads each holding two, "
-                 "is more than this machine's memory (%s)\n",
-                 o.sizes.c_str(), FormatBytes(hi).c_str(), o.threads, FormatBytes(memory).c_str());
+  if (!StressSizesFit(hi, o.threads, &why)) {
+    std::fprintf(stderr, "spillway stress --device: --sizes '%s': %s\n", o.sizes.c_str(), why.c_str());
     return 2;
   }
   EngineOptions eo;
